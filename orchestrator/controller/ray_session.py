@@ -1,0 +1,23 @@
+"""Connecting to Ray: an existing cluster (RAY_ADDRESS / --ray-address, as under `ray job submit`), or a
+private local instance on free ports (never the default 6379, which other services may hold)."""
+
+from __future__ import annotations
+
+import os
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> str:
+    """Initialise Ray once per process. Returns a description of what was connected to."""
+    import ray
+
+    if ray.is_initialized():
+        return "already initialised"
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and address != "local":
+        ray.init(address=address, log_to_driver=True)
+        return f"cluster at {address}"
+    # address="local" always starts a new private instance (ports chosen free), never attaching to a
+    # cluster it happens to find.
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+             log_to_driver=True, configure_logging=False)
+    return "local Ray instance"

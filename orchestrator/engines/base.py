@@ -1,0 +1,110 @@
+"""The engine contract every backend implements (vllm, fake), and the values that cross it."""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything fixed at engine start. One engine (one Ray actor, one process) per distinct config."""
+
+    backend: str  # "vllm" | "fake"
+    model: str  # as written in the spec (alias, path or hub id)
+    model_path: str  # resolved local path or hub id passed to the engine
+    revision: str | None
+    dtype: str
+    max_model_len: int
+    method_label: str
+    method: str
+    speculative_config: dict[str, Any] | None
+    engine_args: dict[str, Any] = field(default_factory=dict)  # enforce_eager, max_num_seqs, ...
+    fake: dict[str, Any] = field(default_factory=dict)  # fake-backend knobs (empty for vllm)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def config_hash(self) -> str:
+        """Stable hash of what the engine is started with (machine-independent: model_path excluded)."""
+        d = self.to_dict()
+        d.pop("model_path")
+        d.pop("method_label")
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    ignore_eos: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TokenChunk:
+    """Tokens that arrived together in one streamed update (speculation can deliver several)."""
+
+    token_ids: list[int]
+    text: str
+    finished: bool = False
+    finish_reason: str | None = None
+
+
+@dataclass
+class SpecCounters:
+    """Cumulative speculative-decoding counters (vllm:spec_decode_*). Subtract two snapshots for a delta."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def __sub__(self, other: "SpecCounters") -> "SpecCounters":
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        a = self.accepted_per_pos + [0] * (n - len(self.accepted_per_pos))
+        b = other.accepted_per_pos + [0] * (n - len(other.accepted_per_pos))
+        return SpecCounters(
+            self.num_drafts - other.num_drafts,
+            self.num_draft_tokens - other.num_draft_tokens,
+            self.num_accepted_tokens - other.num_accepted_tokens,
+            [x - y for x, y in zip(a, b)],
+        )
+
+
+class EngineStartError(RuntimeError):
+    """The engine could not start (bad path, OOM, unsupported method...). Not retried."""
+
+
+class EngineBackend(abc.ABC):
+    """One engine for one EngineConfig, living inside one process (a Ray actor)."""
+
+    kind: str
+
+    def __init__(self, config: EngineConfig):
+        self.config = config
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load the model; raise EngineStartError with the cause on failure."""
+
+    @abc.abstractmethod
+    def generate(self, request_id: str, messages: list[dict], sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
+        """Stream the completion of one chat prompt (chat template applied by the backend)."""
+
+    @abc.abstractmethod
+    def spec_counters(self) -> SpecCounters:
+        """Cumulative speculative-decoding counters of this engine."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Backend-specific facts for the environment fingerprint (versions, device, attention backend)."""
+
+    async def stop(self) -> None:
+        """Release what can be released in-process (the actor is killed afterwards anyway)."""

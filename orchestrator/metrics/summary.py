@@ -1,0 +1,104 @@
+"""Summaries of one measurement window, and of several repeats of it.
+
+Definitions (also in README.md):
+  output_tok_s     output tokens of successful requests / window duration (first send -> last completion)
+  req_s            successful requests / window duration
+  ttft_ms          time from send to the first streamed token
+  tpot_ms          per request: (e2e - ttft) / (output tokens - 1); percentiles over requests
+  itl_ms           gaps between consecutive streamed chunks, pooled over requests (with speculation one
+                   chunk can carry several tokens, so ITL >= TPOT)
+  e2e_ms           send -> last token
+  acceptance_length  1 + accepted / drafts (counts the bonus token; the papers' tau does too)
+  acceptance_rate  accepted / draft tokens
+  acceptance_per_pos[i]  accepted at draft position i / drafts
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..engines.base import SpecCounters
+
+# Numeric columns shared by the measurement table (one row per repeat) and the trial summary
+# (median over repeats). Kept here so the store and the summaries cannot drift apart.
+METRIC_COLUMNS = [
+    "output_tok_s", "req_s",
+    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+    "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
+    "acceptance_length", "acceptance_rate",
+]
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default), None for no values."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return None
+    return float(np.percentile(np.asarray(vals, dtype=float), q))
+
+
+def acceptance_metrics(delta: SpecCounters) -> dict[str, Any]:
+    """AL, acceptance rate and per-position rates from a counter delta (None when nothing was drafted)."""
+    if delta.num_drafts <= 0:
+        return {"acceptance_length": None, "acceptance_rate": None, "acceptance_per_pos": []}
+    rate = delta.num_accepted_tokens / delta.num_draft_tokens if delta.num_draft_tokens > 0 else None
+    return {
+        "acceptance_length": 1.0 + delta.num_accepted_tokens / delta.num_drafts,
+        "acceptance_rate": rate,
+        "acceptance_per_pos": [a / delta.num_drafts for a in delta.accepted_per_pos],
+    }
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else x * 1000.0
+
+
+def summarize_window(records: list, duration_s: float, delta: SpecCounters) -> dict[str, Any]:
+    """Metrics of one measurement window from per-request records (load.RequestRecord)."""
+    ok = [r for r in records if r.ok]
+    out_tokens = sum(r.num_output_tokens for r in ok)
+    itls = [g for r in ok for g in r.itls]
+    m: dict[str, Any] = {
+        "window_s": duration_s,
+        "num_requests": len(records),
+        "failed_requests": len(records) - len(ok),
+        "output_tokens": out_tokens,
+        "output_tok_s": out_tokens / duration_s if duration_s > 0 else None,
+        "req_s": len(ok) / duration_s if duration_s > 0 else None,
+        "ttft_ms_p50": _ms(percentile((r.ttft for r in ok), 50)),
+        "ttft_ms_p99": _ms(percentile((r.ttft for r in ok), 99)),
+        "tpot_ms_p50": _ms(percentile((r.tpot for r in ok), 50)),
+        "tpot_ms_p99": _ms(percentile((r.tpot for r in ok), 99)),
+        "itl_ms_p50": _ms(percentile(itls, 50)),
+        "itl_ms_p99": _ms(percentile(itls, 99)),
+        "e2e_ms_p50": _ms(percentile((r.e2e for r in ok), 50)),
+        "e2e_ms_p99": _ms(percentile((r.e2e for r in ok), 99)),
+        "num_drafts": delta.num_drafts,
+        "num_draft_tokens": delta.num_draft_tokens,
+        "num_accepted_tokens": delta.num_accepted_tokens,
+    }
+    m.update(acceptance_metrics(delta))
+    return m
+
+
+def median_over_repeats(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median of every METRIC_COLUMN over repeat windows (None values ignored)."""
+    out: dict[str, Any] = {}
+    for col in METRIC_COLUMNS:
+        vals = [w[col] for w in windows if w.get(col) is not None]
+        out[col] = statistics.median(vals) if vals else None
+    per_pos = [w["acceptance_per_pos"] for w in windows if w.get("acceptance_per_pos")]
+    if per_pos:
+        n = max(len(p) for p in per_pos)
+        out["acceptance_per_pos"] = [
+            statistics.median([p[i] for p in per_pos if i < len(p)]) for i in range(n)
+        ]
+    else:
+        out["acceptance_per_pos"] = []
+    out["repeats"] = len(windows)
+    out["failed_requests"] = sum(w.get("failed_requests", 0) for w in windows)
+    return out

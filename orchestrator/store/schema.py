@@ -1,0 +1,159 @@
+"""Tables and views of the results store. Names never collide with Optuna's (studies, trials, trial_*,
+version_info, alembic_version), which share the same database. Documented in README.md ("Schema")."""
+
+from __future__ import annotations
+
+from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table, Text,
+                        UniqueConstraint)
+
+from ..metrics import METRIC_COLUMNS
+
+metadata = MetaData()
+
+sweeps = Table(
+    "sweeps", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(120), nullable=False, unique=True),
+    Column("spec_hash", String(64), nullable=False),
+    Column("spec", JSON, nullable=False),  # the validated spec, as JSON
+    Column("spec_path", Text),
+    Column("status", String(16), nullable=False),  # running | complete | failed | interrupted
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+)
+
+sweep_environments = Table(
+    "sweep_environments", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("fingerprint_hash", String(64), nullable=False, unique=True),
+    Column("hostname", String(255)),
+    Column("cpu_model", String(255)),
+    Column("cpu_count", Integer),
+    Column("gpu_model", String(255)),
+    Column("gpu_count", Integer),
+    Column("gpu_driver", String(64)),
+    Column("cuda_version", String(64)),
+    Column("python_version", String(32)),
+    Column("vllm_version", String(64)),
+    Column("torch_version", String(64)),
+    Column("transformers_version", String(64)),
+    Column("ray_version", String(64)),
+    Column("optuna_version", String(64)),
+    Column("specsweep_version", String(64)),
+    Column("platform", String(255)),
+    Column("details", JSON),  # everything else collected (engine facts, paths, env vars of interest)
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+sweep_trials = Table(
+    "sweep_trials", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("sweep_id", Integer, ForeignKey("sweeps.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("trial_number", Integer, nullable=False),
+    Column("method_label", String(120), nullable=False),
+    Column("method", String(64), nullable=False),
+    Column("backend", String(16), nullable=False),
+    Column("num_speculative_tokens", Integer),
+    Column("method_params", JSON, nullable=False),
+    Column("concurrency", Integer, nullable=False),
+    Column("engine_config", JSON, nullable=False),
+    Column("engine_config_hash", String(32), nullable=False, index=True),
+    Column("model", Text, nullable=False),
+    Column("model_path", Text),
+    Column("drafter", Text),
+    Column("state", String(16), nullable=False),  # PENDING | RUNNING | COMPLETE | FAIL
+    Column("error", Text),
+    Column("environment_id", Integer, ForeignKey("sweep_environments.id")),
+    Column("engine_start_s", Float),
+    Column("warmup_s", Float),
+    Column("measure_s", Float),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+    UniqueConstraint("sweep_id", "trial_number", name="uq_sweep_trials_number"),
+)
+
+
+def _metric_columns() -> list[Column]:
+    return [Column(c, Float) for c in METRIC_COLUMNS]
+
+
+sweep_measurements = Table(
+    "sweep_measurements", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("trial_id", Integer, ForeignKey("sweep_trials.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("repeat", Integer, nullable=False),
+    Column("window_s", Float, nullable=False),
+    Column("num_requests", Integer, nullable=False),
+    Column("failed_requests", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    *_metric_columns(),
+    Column("num_drafts", Integer),
+    Column("num_draft_tokens", Integer),
+    Column("num_accepted_tokens", Integer),
+    Column("acceptance_per_pos", JSON),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("trial_id", "repeat", name="uq_sweep_measurements_repeat"),
+)
+
+# Median over the trial's repeats; one row per completed trial.
+sweep_trial_metrics = Table(
+    "sweep_trial_metrics", metadata,
+    Column("trial_id", Integer, ForeignKey("sweep_trials.id", ondelete="CASCADE"), primary_key=True),
+    *_metric_columns(),
+    Column("acceptance_per_pos", JSON),
+    Column("repeats", Integer, nullable=False),
+    Column("failed_requests", Integer, nullable=False),
+)
+
+sweep_request_outputs = Table(
+    "sweep_request_outputs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("measurement_id", Integer, ForeignKey("sweep_measurements.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("prompt_id", String(255), nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("error", Text),
+    Column("finish_reason", String(32)),
+    Column("output_tokens", Integer, nullable=False),
+    Column("ttft_ms", Float),
+    Column("e2e_ms", Float),
+    Column("output_text", Text),
+    Column("output_token_ids", JSON),
+)
+
+_METRICS_SELECT = ",\n  ".join(f"m.{c}" for c in METRIC_COLUMNS)
+
+VIEWS = {
+    "trial_results": f"""
+CREATE VIEW trial_results AS
+SELECT
+  s.name AS sweep,
+  t.trial_number AS trial,
+  t.method_label AS label,
+  t.method,
+  t.backend,
+  t.num_speculative_tokens,
+  t.concurrency,
+  {_METRICS_SELECT},
+  m.repeats,
+  m.failed_requests,
+  t.state,
+  t.error,
+  t.model,
+  t.drafter,
+  t.engine_config_hash,
+  e.hostname,
+  e.cpu_model,
+  e.gpu_model,
+  e.vllm_version,
+  t.engine_start_s,
+  t.started_at,
+  t.finished_at,
+  t.id AS trial_id,
+  s.id AS sweep_id
+FROM sweep_trials t
+JOIN sweeps s ON s.id = t.sweep_id
+LEFT JOIN sweep_trial_metrics m ON m.trial_id = t.id
+LEFT JOIN sweep_environments e ON e.id = t.environment_id
+""",
+}

@@ -1,0 +1,204 @@
+"""The results store: owns every SQL statement specsweep issues. SQLite by default, PostgreSQL for clusters."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+
+from ..errors import StoreError
+from ..metrics import METRIC_COLUMNS
+from .schema import (VIEWS, metadata, sweep_environments, sweep_measurements, sweep_request_outputs,
+                     sweep_trial_metrics, sweep_trials, sweeps)
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain `postgresql://` URLs (use psycopg 3) and bare file paths (SQLite)."""
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser().resolve()}"
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def display_url(url: str) -> str:
+    """The URL with any password masked (for logs, rows and reports)."""
+    try:
+        return make_url(normalize_url(url)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable store URL>"
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = normalize_url(url)
+        try:
+            u = make_url(self.url)
+        except ArgumentError as e:
+            raise StoreError(f"invalid store URL {display_url(url)!r}: {e}") from None
+        if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:"):
+            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine: Engine = create_engine(self.url, future=True, pool_pre_ping=True)
+        except Exception as e:
+            raise StoreError(f"cannot open store {display_url(url)}: {e}") from None
+        if self.engine.dialect.name == "sqlite":
+            @event.listens_for(self.engine, "connect")
+            def _sqlite_pragmas(dbapi_conn, _):
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+        self.create_schema()
+
+    @property
+    def display_url(self) -> str:
+        return display_url(self.url)
+
+    def create_schema(self) -> None:
+        try:
+            with self.engine.begin() as conn:
+                metadata.create_all(conn)
+                existing = set(inspect(conn).get_view_names())
+                for name, ddl in VIEWS.items():
+                    if name in existing:
+                        conn.execute(text(f"DROP VIEW {name}"))
+                    conn.execute(text(ddl))
+        except OperationalError as e:
+            raise StoreError(f"cannot reach store {self.display_url}: {e.orig}") from None
+        except SQLAlchemyError as e:
+            raise StoreError(f"cannot create schema in {self.display_url}: {e}") from None
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # ---- sweeps -----------------------------------------------------------------------------------
+    def get_sweep(self, name: str) -> dict | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sweeps).where(sweeps.c.name == name)).mappings().first()
+            return dict(row) if row else None
+
+    def create_sweep(self, name: str, spec_hash: str, spec: dict, spec_path: str) -> int:
+        with self.engine.begin() as conn:
+            res = conn.execute(insert(sweeps).values(
+                name=name, spec_hash=spec_hash, spec=spec, spec_path=spec_path, status="running", created_at=now()))
+            return int(res.inserted_primary_key[0])
+
+    def set_sweep_status(self, sweep_id: int, status: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(sweeps).where(sweeps.c.id == sweep_id).values(
+                status=status, finished_at=None if status == "running" else now()))
+
+    def list_sweeps(self) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(sweeps.c.id, sweeps.c.name, sweeps.c.status,
+                                                         sweeps.c.created_at).order_by(sweeps.c.id)).mappings()]
+
+    # ---- trials -----------------------------------------------------------------------------------
+    def add_trials(self, sweep_id: int, trials: list[dict]) -> list[int]:
+        """Insert PENDING trials (the whole plan is visible before anything runs)."""
+        ids = []
+        with self.engine.begin() as conn:
+            start = conn.execute(select(func.coalesce(func.max(sweep_trials.c.trial_number), -1))
+                                 .where(sweep_trials.c.sweep_id == sweep_id)).scalar_one() + 1
+            for i, t in enumerate(trials):
+                res = conn.execute(insert(sweep_trials).values(
+                    sweep_id=sweep_id, trial_number=start + i, state="PENDING", created_at=now(), **t))
+                ids.append(int(res.inserted_primary_key[0]))
+        return ids
+
+    def trials(self, sweep_id: int) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                select(sweep_trials).where(sweep_trials.c.sweep_id == sweep_id).order_by(sweep_trials.c.trial_number)
+            ).mappings()]
+
+    def mark_running(self, trial_id: int, environment_id: int | None, engine_start_s: float | None) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
+                state="RUNNING", started_at=now(), environment_id=environment_id, engine_start_s=engine_start_s,
+                error=None))
+
+    def fail_trials(self, trial_ids: Iterable[int], error: str) -> None:
+        ids = list(trial_ids)
+        if not ids:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id.in_(ids)).values(
+                state="FAIL", error=error, finished_at=now()))
+
+    def reset_trials(self, trial_ids: Iterable[int]) -> None:
+        """Put trials back to PENDING (a resumed sweep re-runs them); their old measurements are removed."""
+        ids = list(trial_ids)
+        if not ids:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(sweep_trial_metrics.delete().where(sweep_trial_metrics.c.trial_id.in_(ids)))
+            conn.execute(sweep_measurements.delete().where(sweep_measurements.c.trial_id.in_(ids)))
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id.in_(ids)).values(
+                state="PENDING", error=None, started_at=None, finished_at=None))
+
+    def complete_trial(self, trial_id: int, windows: list[dict], summary: dict, timings: dict,
+                       request_outputs: list[list[dict]]) -> None:
+        """Write a trial's measurements, summary and request outputs, and mark it COMPLETE — in one
+        transaction, so a crash leaves either all of it or none of it."""
+        with self.engine.begin() as conn:
+            for repeat, (w, outs) in enumerate(zip(windows, request_outputs)):
+                res = conn.execute(insert(sweep_measurements).values(
+                    trial_id=trial_id, repeat=repeat, window_s=w["window_s"], num_requests=w["num_requests"],
+                    failed_requests=w["failed_requests"], output_tokens=w["output_tokens"],
+                    num_drafts=w["num_drafts"], num_draft_tokens=w["num_draft_tokens"],
+                    num_accepted_tokens=w["num_accepted_tokens"], acceptance_per_pos=w["acceptance_per_pos"],
+                    created_at=now(), **{c: w[c] for c in METRIC_COLUMNS}))
+                mid = int(res.inserted_primary_key[0])
+                if outs:
+                    conn.execute(insert(sweep_request_outputs), [dict(o, measurement_id=mid) for o in outs])
+            conn.execute(insert(sweep_trial_metrics).values(
+                trial_id=trial_id, acceptance_per_pos=summary["acceptance_per_pos"], repeats=summary["repeats"],
+                failed_requests=summary["failed_requests"], **{c: summary[c] for c in METRIC_COLUMNS}))
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
+                state="COMPLETE", finished_at=now(), error=None, **timings))
+
+    # ---- environments -----------------------------------------------------------------------------
+    def environment_id(self, fingerprint: dict[str, Any]) -> int:
+        """Id of the environment row for this fingerprint, inserted if new."""
+        h = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
+        cols = {c.name for c in sweep_environments.columns} - {"id", "fingerprint_hash", "details", "created_at"}
+        with self.engine.begin() as conn:
+            found = conn.execute(select(sweep_environments.c.id).where(sweep_environments.c.fingerprint_hash == h)).scalar()
+            if found is not None:
+                return int(found)
+            res = conn.execute(insert(sweep_environments).values(
+                fingerprint_hash=h, created_at=now(), details={k: v for k, v in fingerprint.items() if k not in cols},
+                **{k: fingerprint.get(k) for k in cols}))
+            return int(res.inserted_primary_key[0])
+
+    # ---- reads ------------------------------------------------------------------------------------
+    def trial_results(self, sweep_name: str) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                text("SELECT * FROM trial_results WHERE sweep = :s ORDER BY trial"), {"s": sweep_name}).mappings()]
+
+    def request_outputs(self, trial_id: int, repeat: int = 0) -> list[dict]:
+        with self.engine.connect() as conn:
+            q = (select(sweep_request_outputs).join(sweep_measurements,
+                                                    sweep_measurements.c.id == sweep_request_outputs.c.measurement_id)
+                 .where(sweep_measurements.c.trial_id == trial_id, sweep_measurements.c.repeat == repeat)
+                 .order_by(sweep_request_outputs.c.prompt_id))
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    def measurements(self, trial_id: int) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(sweep_measurements).where(
+                sweep_measurements.c.trial_id == trial_id).order_by(sweep_measurements.c.repeat)).mappings()]
