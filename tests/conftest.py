@@ -1,0 +1,113 @@
+"""Shared fixtures: one Ray session per test run, SQLite and PostgreSQL stores, spec-file helpers.
+
+PostgreSQL: SPECSWEEP_TEST_PG_URL (default postgresql://postgres@127.0.0.1:5432/postgres is used to
+create a throw-away database per test run). With CI=true an unreachable server FAILS the tests instead
+of skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_ADMIN_URL = os.environ.get("SPECSWEEP_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+def skip_or_fail(reason: str):
+    if IN_CI:
+        pytest.fail(f"CI=true: {reason} (must run in CI, never skip)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_home(tmp_path_factory):
+    """Keep test databases out of the user's store; share the real model cache (conversion is slow)."""
+    from orchestrator.paths import cache_dir
+
+    real_cache = str(cache_dir())
+    home = tmp_path_factory.mktemp("specsweep-home")
+    old = {k: os.environ.get(k) for k in ("SPECSWEEP_HOME", "SPECSWEEP_CACHE", "SPECSWEEP_DB")}
+    os.environ["SPECSWEEP_HOME"] = str(home)
+    os.environ["SPECSWEEP_CACHE"] = os.environ.get("SPECSWEEP_TEST_CACHE", real_cache)
+    os.environ.pop("SPECSWEEP_DB", None)
+    yield home
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance for the whole test run (ray.init takes seconds)."""
+    import ray
+
+    from orchestrator.controller.ray_session import ensure_ray
+
+    ensure_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    """A fresh PostgreSQL database for this test run; dropped at the end."""
+    try:
+        import sqlalchemy as sa
+
+        admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        name = f"specsweep_test_{uuid.uuid4().hex[:10]}"
+        with admin.connect() as c:
+            c.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except Exception as e:  # server absent
+        skip_or_fail(f"PostgreSQL not reachable at {PG_ADMIN_URL}: {type(e).__name__}: {str(e).splitlines()[0]}")
+    url = sa.engine.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    yield url
+    with admin.connect() as c:
+        c.execute(sa.text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+        c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_server_url):
+    """PostgreSQL URL with all specsweep tables emptied (one database per run, clean per test)."""
+    import sqlalchemy as sa
+
+    eng = sa.create_engine(pg_server_url)
+    with eng.begin() as c:
+        c.execute(sa.text("DROP SCHEMA public CASCADE"))
+        c.execute(sa.text("CREATE SCHEMA public"))
+    eng.dispose()
+    return pg_server_url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'results.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """Every store test runs against both databases (one contract, as Optuna tests its storages)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'results.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def write_spec(tmp_path):
+    """Write YAML text (dedented) to a file and return its path."""
+
+    def _write(text: str, name: str = "spec.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+        return p
+
+    return _write

@@ -1,0 +1,90 @@
+"""Whole sweeps through real Ray and a real SQLite store, with the fake backend (fast)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.controller.runner import run_sweep
+from orchestrator.errors import SpecError
+from orchestrator.spec import load_spec
+from orchestrator.store import Store
+
+FAKE = """
+name: fake-sweep
+target: {model: fake-model}
+engine: {backend: fake, fake: {step_seconds: 0.001, acceptance: [0.8, 0.6, 0.4, 0.2]}}
+workload: {dataset: smoke, num_prompts: 6, max_tokens: 24}
+methods:
+  baseline: {}
+  ngram: {num_speculative_tokens: [2, 4]}
+space: {concurrency: [1, 3]}
+measurement: {repeats: 2, warmup_requests: 1}
+"""
+
+
+def test_fake_sweep_rows(ray_session, write_spec, sqlite_url):
+    st = Store(sqlite_url)
+    out = run_sweep(load_spec(write_spec(FAKE)), st)
+    assert (out.completed, out.failed, out.engine_starts) == (6, 0, 3)  # one engine per distinct config
+    rows = st.trial_results("fake-sweep")
+    assert len(rows) == 6 and {r["backend"] for r in rows} == {"fake"}
+    assert all(r["state"] == "COMPLETE" and r["repeats"] == 2 for r in rows)
+    for r in rows:
+        if r["method"] == "ngram":
+            assert 1.0 < r["acceptance_length"] <= r["num_speculative_tokens"] + 1
+        else:
+            assert r["acceptance_length"] is None
+        assert r["output_tok_s"] > 0 and r["ttft_ms_p50"] > 0
+    # lossless fake: every method produces the baseline's tokens for every prompt
+    base = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(rows[0]["trial_id"])}
+    spec = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(rows[-1]["trial_id"])}
+    assert len(base) == 6 and base == spec
+    assert st.get_sweep("fake-sweep")["status"] == "complete"
+
+
+def test_resume_skips_completed_and_refuses_changed_spec(ray_session, write_spec, sqlite_url):
+    st = Store(sqlite_url)
+    run_sweep(load_spec(write_spec(FAKE)), st)
+    again = run_sweep(load_spec(write_spec(FAKE)), st)
+    assert (again.completed, again.skipped, again.engine_starts) == (0, 6, 0)
+    with pytest.raises(SpecError) as ei:
+        run_sweep(load_spec(write_spec(FAKE.replace("max_tokens: 24", "max_tokens: 16"))), st)
+    msg = str(ei.value)
+    assert "already exists" in msg and "workload.max_tokens: 24 -> 16" in msg
+
+
+def test_engine_start_failure_fails_its_trials_once(ray_session, write_spec, sqlite_url):
+    text = FAKE.replace("fake: {step_seconds: 0.001,", "fake: {fail_start: 'CUDA out of memory (simulated)', step_seconds: 0.001,")
+    st = Store(sqlite_url)
+    out = run_sweep(load_spec(write_spec(text)), st)
+    assert out.failed == 6 and out.engine_starts == 3 and out.completed == 0
+    rows = st.trial_results("fake-sweep")
+    assert all(r["state"] == "FAIL" and "CUDA out of memory (simulated)" in r["error"] for r in rows)
+    assert st.get_sweep("fake-sweep")["status"] == "failed"
+
+
+def test_cli_run_and_results_formats(ray_session, write_spec, sqlite_url):
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", str(write_spec(FAKE)), "--store", sqlite_url])
+    assert res.exit_code == 0, res.output
+    assert "backend=fake" in res.output and "baseline" in res.output and "COMPLETE" in res.output
+    res = runner.invoke(app, ["results", "fake-sweep", "--store", sqlite_url, "--format", "json"])
+    assert res.exit_code == 0
+    rows = json.loads(res.output)
+    assert len(rows) == 6 and rows[0]["sweep"] == "fake-sweep"
+    res = runner.invoke(app, ["results", "fake-sweep", "--store", sqlite_url, "--format", "csv"])
+    assert res.output.splitlines()[0].startswith("sweep,trial,label,method,backend")
+    assert len(res.output.strip().splitlines()) == 7
+    res = runner.invoke(app, ["results", "nope", "--store", sqlite_url])
+    assert res.exit_code == 2 and "no sweep named 'nope'" in res.output
+
+
+def test_cli_exit_1_when_trials_fail(ray_session, write_spec, sqlite_url):
+    text = FAKE.replace("fake: {step_seconds: 0.001,", "fake: {fail_start: 'bad drafter path', step_seconds: 0.001,")
+    res = CliRunner().invoke(app, ["run", str(write_spec(text)), "--store", sqlite_url])
+    assert res.exit_code == 1, res.output
+    assert "bad drafter path" in res.output

@@ -1,0 +1,97 @@
+"""Store contract: the same tests against real SQLite and real PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from orchestrator.errors import StoreError
+from orchestrator.metrics import METRIC_COLUMNS
+from orchestrator.store import Store, display_url, normalize_url
+
+
+def _trial_row(label="ngram", k=3, conc=1):
+    return {"method_label": label, "method": label, "backend": "fake", "num_speculative_tokens": k,
+            "method_params": {"num_speculative_tokens": k}, "concurrency": conc, "engine_config": {"x": 1},
+            "engine_config_hash": "abc", "model": "m", "model_path": "/m", "drafter": None}
+
+
+def _window(v):
+    w = {c: v for c in METRIC_COLUMNS}
+    w.update(window_s=1.0, num_requests=4, failed_requests=0, output_tokens=100, num_drafts=10,
+             num_draft_tokens=30, num_accepted_tokens=12, acceptance_per_pos=[0.6, 0.4, 0.2])
+    return w
+
+
+def test_round_trip(store_url):
+    st = Store(store_url)
+    sid = st.create_sweep("s1", "h" * 64, {"name": "s1"}, "spec.yaml")
+    ids = st.add_trials(sid, [_trial_row(conc=1), _trial_row(conc=4)])
+    assert [t["state"] for t in st.trials(sid)] == ["PENDING", "PENDING"]
+    env = st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}})
+    assert st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}}) == env
+    st.mark_running(ids[0], env, 12.5)
+    summary = dict({c: 7.0 for c in METRIC_COLUMNS}, acceptance_per_pos=[0.6], repeats=2, failed_requests=0)
+    outs = [[{"prompt_id": "p1", "ok": True, "error": None, "finish_reason": "stop", "output_tokens": 3,
+              "ttft_ms": 1.0, "e2e_ms": 2.0, "output_text": "héllo", "output_token_ids": [1, 2, 3]}], []]
+    st.complete_trial(ids[0], [_window(5.0), _window(9.0)], summary, {"warmup_s": 1.0, "measure_s": 2.0}, outs)
+    st.fail_trials([ids[1]], "engine failed to start: boom")
+
+    rows = st.trial_results("s1")
+    assert [r["state"] for r in rows] == ["COMPLETE", "FAIL"]
+    r0, r1 = rows
+    assert r0["output_tok_s"] == 7.0 and r0["repeats"] == 2 and r0["hostname"] == "h" and r0["vllm_version"] == "0.32.0"
+    assert r0["engine_start_s"] == 12.5 and r0["backend"] == "fake" and r0["num_speculative_tokens"] == 3
+    assert r1["error"] == "engine failed to start: boom" and r1["output_tok_s"] is None
+    assert [m["output_tok_s"] for m in st.measurements(ids[0])] == [5.0, 9.0]
+    (o,) = st.request_outputs(ids[0])
+    assert o["output_text"] == "héllo" and o["output_token_ids"] == [1, 2, 3]
+
+
+def test_trial_results_has_documented_columns(store_url):
+    st = Store(store_url)
+    with st.engine.connect() as c:
+        cols = set(c.execute(sa.text("SELECT * FROM trial_results")).keys())
+    required = {"sweep", "trial", "method", "backend", "num_speculative_tokens", "concurrency", "output_tok_s", "req_s",
+                "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "e2e_ms_p50",
+                "acceptance_length", "acceptance_rate", "state", "error"}
+    assert required <= cols
+
+
+def test_complete_trial_is_atomic(store_url):
+    st = Store(store_url)
+    sid = st.create_sweep("s2", "h" * 64, {}, "x")
+    (tid,) = st.add_trials(sid, [_trial_row()])
+    bad = _window(1.0)
+    del bad["output_tokens"]  # a broken window makes the write fail half-way
+    summary = dict({c: 1.0 for c in METRIC_COLUMNS}, acceptance_per_pos=[], repeats=2, failed_requests=0)
+    with pytest.raises(KeyError):
+        st.complete_trial(tid, [_window(1.0), bad], summary, {}, [[], []])
+    assert st.measurements(tid) == []  # the first repeat's insert was rolled back
+    assert st.trials(sid)[0]["state"] == "PENDING"
+
+
+def test_schema_coexists_with_optuna(store_url):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = normalize_url(store_url)
+    optuna.create_study(storage=url, study_name="coexist")
+    st = Store(store_url)  # our tables created after Optuna's, in the same database
+    st.create_sweep("s3", "h" * 64, {}, "x")
+    names = set(sa.inspect(st.engine).get_table_names())
+    assert {"studies", "trials", "sweeps", "sweep_trials"} <= names
+    assert optuna.load_study(storage=url, study_name="coexist").study_name == "coexist"
+
+
+def test_unreachable_server_is_a_clear_error():
+    with pytest.raises(StoreError) as ei:
+        Store("postgresql://nobody:secret@127.0.0.1:1/none")
+    assert "cannot reach store" in str(ei.value) and "secret" not in str(ei.value)
+
+
+def test_url_helpers():
+    assert normalize_url("postgresql://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    assert normalize_url("/tmp/x.db") == "sqlite:////tmp/x.db"
+    assert "p@ss" not in display_url("postgresql://u:p@ss@h/db")
+    assert "***" in display_url("postgresql://u:pw@h/db")
