@@ -129,10 +129,11 @@ def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = Non
         store.add_trials(sweep_id, [t.row() for t in plan])
         rows = store.trials(sweep_id)
     outcome = RunOutcome(sweep_id=sweep_id)
-    by_number = {r["trial_number"]: r for r in rows}
+    # A stored trial is the planned trial with the same engine configuration and load point.
+    by_identity = {(r["engine_config_hash"], r["concurrency"]): r for r in rows}
     todo: list[tuple[int, PlannedTrial]] = []
-    for i, t in enumerate(plan):
-        row = by_number.get(i)
+    for t in plan:
+        row = by_identity.get((t.engine.config_hash, t.concurrency))
         if row is None or row["state"] != "PENDING":
             outcome.skipped += 1
             continue

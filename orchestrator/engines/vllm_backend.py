@@ -31,6 +31,9 @@ def vllm_env(cpu_kvcache_space_gb: float, cache_root: str) -> dict[str, str]:
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # vLLM's INFO lines (dozens per engine) drown the sweep's own output; SPECSWEEP_ENGINE_LOG_LEVEL=INFO
+        # brings them back. Start failures reach the user through the exception either way.
+        "VLLM_LOGGING_LEVEL": os.environ.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"),
     }
 
 

@@ -20,6 +20,7 @@ sweeps = Table(
     Column("status", String(16), nullable=False),  # running | complete | failed | interrupted
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
+    sqlite_autoincrement=True,
 )
 
 sweep_environments = Table(
@@ -71,6 +72,7 @@ sweep_trials = Table(
     Column("started_at", DateTime(timezone=True)),
     Column("finished_at", DateTime(timezone=True)),
     UniqueConstraint("sweep_id", "trial_number", name="uq_sweep_trials_number"),
+    sqlite_autoincrement=True,
 )
 
 
