@@ -57,7 +57,12 @@ def validate(spec: str = typer.Argument(..., help="Sweep spec YAML file")) -> No
 
     plan = build_plan(loaded, loaded.spec.target.model)
     engines = len({t.engine.config_hash for t in plan})
-    console.print(f"{spec}: OK — sweep {loaded.spec.name!r}: {len(plan)} trials on {engines} engine configurations")
+    search = loaded.spec.search
+    if search.sampler == "grid":
+        what = f"grid of {len(plan)} trials on {engines} engine configurations"
+    else:
+        what = f"{search.sampler} sampler, {search.n_trials or 20} trials from a space of {len(plan)} points ({engines} engine configurations)"
+    console.print(f"{spec}: OK — sweep {loaded.spec.name!r}: {what}")
 
 
 @app.command()
@@ -66,6 +71,8 @@ def run(
     store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                               help="Ray cluster address (default: $RAY_ADDRESS, else a private local instance)"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Resuming: run failed trials again (once)"),
+    new_name: Optional[str] = typer.Option(None, "--new-name", help="Store the sweep under this name instead of the spec's"),
 ) -> None:
     """Run a sweep (or resume one of the same name and spec) and print its results."""
     from .controller.runner import run_sweep
@@ -81,9 +88,17 @@ def run(
 
     def report(event: str, d: dict) -> None:
         if event == "plan":
-            console.print(f"sweep [bold]{d['sweep']}[/]: {d['trials']} trials ({d['todo']} to run, {d['skipped']} done "
-                          f"before) on {d['engines']} engine configurations → {d['store']}")
+            engines = f" on {d['engines']} engine configurations" if d.get("engines") is not None else ""
+            console.print(f"sweep [bold]{d['sweep']}[/] ({d['sampler']}): {d['todo']} trials to run, {d['skipped']} done "
+                          f"before{engines} → {d['store']}")
             task["id"] = progress.add_task(d["sweep"], total=d["todo"], status="")
+        elif event == "pool":
+            console.print(f"engines at once: {d['max_engines']}")
+        elif event == "engine_retired":
+            if not console.is_terminal:
+                console.print(f"engine {d['label']} retired after {d['served']} trials")
+        elif event == "warning":
+            err_console.print(f"[yellow]warning:[/] {d['message']}")
         elif event == "ray":
             console.print(f"ray: {d['connected']}")
         elif event == "engine_start":
@@ -93,8 +108,7 @@ def run(
         elif event == "engine_ready":
             console.print(f"engine {d['label']} ready in {d['start_s']:.1f} s")
         elif event == "engine_failed":
-            console.print(f"[red]engine {d['label']} failed to start[/] ({d['trials']} trials FAIL): {d['error'][:500]}")
-            progress.advance(task["id"], d["trials"])
+            console.print(f"[red]engine {d['label']} failed to start[/]: {d['error'][:500]}")
         elif event == "trial_start":
             k = "" if d["k"] is None else f" K={d['k']}"
             progress.update(task["id"], status=f"{d['label']}{k} concurrency {d['concurrency']}")
@@ -105,14 +119,16 @@ def run(
             console.print(f"  {d['label']}{k} @ concurrency {d['concurrency']}: {s['output_tok_s']:.1f} out tok/s{al}")
             progress.advance(task["id"])
         elif event == "trial_failed":
-            console.print(f"[red]trial {d['trial_id']} failed:[/] {d['error'][:500]}")
+            k = "" if d["k"] is None else f" K={d['k']}"
+            console.print(f"[red]  {d['label']}{k} @ concurrency {d['concurrency']} failed:[/] {d['error'][:500]}")
             progress.advance(task["id"])
         elif event == "interrupted":
             console.print(f"[yellow]interrupted ({d['why']}): the running trial is marked FAIL; completed trials are kept[/]")
 
     try:
         with progress:
-            outcome = run_sweep(loaded, st, ray_address=ray_address, report=report)
+            outcome = run_sweep(loaded, st, ray_address=ray_address, report=report, retry_failed=retry_failed,
+                                new_name=new_name)
     except SpecError as e:
         for issue in e.issues:
             err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
@@ -122,11 +138,12 @@ def run(
         raise typer.Exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED)
-    rows = st.trial_results(loaded.spec.name)
-    print_results(rows, "table", console, title=f"sweep {loaded.spec.name}")
-    console.print(f"{outcome.completed} trials completed, {outcome.failed} failed, {outcome.skipped} done before; "
+    rows = st.trial_results(outcome.sweep)
+    print_results(rows, "table", console, title=f"sweep {outcome.sweep}")
+    reused = f", {outcome.reused} repeated points answered from stored rows" if outcome.reused else ""
+    console.print(f"{outcome.completed} trials completed, {outcome.failed} failed, {outcome.skipped} done before{reused}; "
                   f"{outcome.engine_starts} engine starts; {outcome.wall_s:.0f} s. Rows: {st.display_url} "
-                  f"(view trial_results, sweep = '{loaded.spec.name}')")
+                  f"(view trial_results, sweep = '{outcome.sweep}')")
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(EXIT_TRIALS_FAILED if outcome.failed else EXIT_OK)

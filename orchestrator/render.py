@@ -26,12 +26,15 @@ TABLE_COLUMNS = [
     ("acceptance_length", "AL", "{:.2f}"),
     ("acceptance_rate", "acc rate", "{:.2f}"),
     ("state", "state", "{}"),
+    ("on_pareto_front", "best", "{}"),
 ]
 
 
 def _fmt(value: Any, fmt: str) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "*" if value else ""
     try:
         return fmt.format(value)
     except (ValueError, TypeError):

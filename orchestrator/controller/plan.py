@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,13 @@ class PlannedTrial:
     engine: EngineConfig
     concurrency: int
 
-    def row(self) -> dict[str, Any]:
-        """Columns of the sweep_trials row for this trial."""
+    def row(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Columns of the sweep_trials row for this trial (`params`: its Optuna parameters)."""
         return {
+            "params": params,
+            "point_key": point_key(params),
+            "max_num_seqs": self.engine.engine_args.get("max_num_seqs"),
+            "max_num_batched_tokens": self.engine.engine_args.get("max_num_batched_tokens"),
             "method_label": self.point.label,
             "method": self.point.method,
             "backend": self.engine.backend,
@@ -33,9 +38,17 @@ class PlannedTrial:
         }
 
 
-def engine_config(loaded: LoadedSpec, point: MethodPoint, model_path: str) -> EngineConfig:
+def point_key(params: dict[str, Any]) -> str:
+    """Canonical identity of a search point (same params -> same key, across runs and machines)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def engine_config(loaded: LoadedSpec, point: MethodPoint, model_path: str,
+                  overrides: dict[str, Any] | None = None) -> EngineConfig:
+    """The engine configuration of one method point; `overrides` are swept engine settings (space.*)."""
     s = loaded.spec
     e = s.engine
+    overrides = overrides or {}
     return EngineConfig(
         backend=e.backend,
         model=s.target.model,
@@ -50,9 +63,9 @@ def engine_config(loaded: LoadedSpec, point: MethodPoint, model_path: str) -> En
             "tokenizer": s.target.tokenizer,
             "enforce_eager": e.enforce_eager,
             "enable_prefix_caching": e.enable_prefix_caching,
-            "max_num_seqs": e.max_num_seqs,
-            "max_num_batched_tokens": e.max_num_batched_tokens,
-            "gpu_memory_utilization": e.gpu_memory_utilization if e.num_gpus > 0 else None,
+            "max_num_seqs": overrides.get("max_num_seqs", e.max_num_seqs),
+            "max_num_batched_tokens": overrides.get("max_num_batched_tokens", e.max_num_batched_tokens),
+            "gpu_memory_utilization": e.gpu_memory_utilization if s.resources.gpus_per_engine > 0 else None,
             "tensor_parallel_size": e.tensor_parallel_size,
             "seed": e.seed,
             "extra_args": dict(e.extra_args),
@@ -62,13 +75,11 @@ def engine_config(loaded: LoadedSpec, point: MethodPoint, model_path: str) -> En
 
 
 def build_plan(loaded: LoadedSpec, model_path: str) -> list[PlannedTrial]:
-    """Trials in run order: grouped by engine configuration (each engine started once), then by load."""
-    trials = []
-    for point in loaded.method_points:
-        cfg = engine_config(loaded, point, model_path)
-        for conc in loaded.spec.space.concurrency:
-            trials.append(PlannedTrial(point=point, engine=cfg, concurrency=conc))
-    return trials
+    """Every grid point as a trial, grouped by engine configuration, then by load."""
+    from .space import SearchSpace
+
+    space = SearchSpace(loaded, model_path)
+    return [space.planned_trial(p) for p in space.grid()]
 
 
 def sampling_settings(loaded: LoadedSpec) -> SamplingSettings:

@@ -1,9 +1,10 @@
-"""Run a sweep: engine groups in sequence, each on a fresh Ray actor, trials of a group on the warm engine.
+"""Run a sweep: an Optuna study (ask/tell) chooses trials, the engine pool measures them, the store keeps
+every row. Grid sweeps enqueue every point up front (so engines are reused across all load points of a
+configuration); adaptive samplers ask as engines free up.
 
-(The Optuna-driven controller with a parallel engine pool builds on this; see issue 3.)
-Failure policy: an engine that fails to start fails every trial of its configuration with the cause, once;
-an actor that dies mid-trial fails that trial and a fresh actor serves the rest of the group; Ctrl-C or
-SIGTERM fails the running trial with "interrupted" and leaves completed trials untouched.
+Resume: running a sweep name that exists continues it. Completed trials are never re-run; trials a killed
+controller left RUNNING are failed ("interrupted"); failed trials are re-queued (once per invocation) with
+`retry_failed`. A different spec under the same name is refused with the list of changed fields.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,8 +23,11 @@ from ..models import resolve_model
 from ..paths import cache_dir
 from ..spec import LoadedSpec
 from ..store import Store
-from .plan import PlannedTrial, build_plan, sampling_settings
+from .plan import point_key, sampling_settings
+from .pool import EnginePool, PoolEvent, TrialRun
 from .ray_session import ensure_ray
+from .space import SearchSpace
+from .study import constraint_values, fail_stale_trials, feasible, objective_values, open_study
 
 
 class Interrupted(Exception):
@@ -34,9 +37,11 @@ class Interrupted(Exception):
 @dataclass
 class RunOutcome:
     sweep_id: int
+    sweep: str = ""
     completed: int = 0
     failed: int = 0
     skipped: int = 0
+    reused: int = 0  # adaptive samplers: a point measured before, told again without running
     engine_starts: int = 0
     interrupted: bool = False
     wall_s: float = 0.0
@@ -68,13 +73,36 @@ def _engine_actor_class(loaded: LoadedSpec):
 
     from ..engines.actor import EngineActor
 
-    e = loaded.spec.engine
+    e, r = loaded.spec.engine, loaded.spec.resources
     env = vllm_env(e.cpu_kvcache_space_gb, str(cache_dir())) if e.backend == "vllm" else {}
-    # One CPU per engine actor for scheduling (vLLM keeps its own threads); GPUs as the spec says.
-    return ray.remote(EngineActor).options(
-        num_cpus=1 if e.backend == "vllm" else 0.01, num_gpus=e.num_gpus, max_restarts=0,
-        runtime_env={"env_vars": env} if env else None,
-    )
+    opts: dict[str, Any] = {
+        # vLLM keeps its own threads; the reservation is for Ray's scheduling of engines at once.
+        "num_cpus": r.cpus_per_engine if e.backend == "vllm" else 0.01,
+        "num_gpus": r.gpus_per_engine,
+        "max_restarts": 0,
+    }
+    if r.accelerator_type:
+        opts["accelerator_type"] = r.accelerator_type
+    if env:
+        opts["runtime_env"] = {"env_vars": env}
+    return ray.remote(EngineActor).options(**opts)
+
+
+def _max_engines(loaded: LoadedSpec) -> int:
+    """How many engines at once: the spec's setting, else what the cluster's resources allow."""
+    import ray
+
+    r = loaded.spec.resources
+    if r.max_parallel_engines:
+        return r.max_parallel_engines
+    if loaded.spec.engine.backend == "fake":
+        return 1
+    total = ray.cluster_resources()
+    by_gpu = int(total.get("GPU", 0) // r.gpus_per_engine) if r.gpus_per_engine > 0 else None
+    by_cpu = int(total.get("CPU", 1) // r.cpus_per_engine) if r.cpus_per_engine > 0 else None
+    if r.gpus_per_engine == 0:
+        return 1  # CPU engines compete for the same cores: one at a time unless the spec says otherwise
+    return max(1, min(x for x in (by_gpu, by_cpu) if x is not None))
 
 
 class _SignalGuard:
@@ -96,149 +124,243 @@ class _SignalGuard:
         return False
 
 
-def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = None,
-              report: Reporter = _noop) -> RunOutcome:
-    spec = loaded.spec
-    t_start = time.perf_counter()
-    existing = store.get_sweep(spec.name)
-    spec_json = spec.model_dump(mode="json")
-    if existing and existing["spec_hash"] != loaded.spec_hash:
-        diff = spec_diff(existing["spec"], spec_json)
-        raise SpecError([SpecIssue(loaded.path, None, "name",
-                                   f"a sweep named {spec.name!r} already exists in {store.display_url} with a "
-                                   f"different spec; rename the sweep to start a new one. Changed:\n  "
-                                   + "\n  ".join(diff))])
-    # Refuse bad prompts / models before anything is written.
-    w = spec.workload
-    try:
-        prompts = load_prompts(w.dataset, num_prompts=w.num_prompts, path=w.path, shuffle_seed=w.shuffle_seed)
-    except ValueError as e:
-        raise SpecError([SpecIssue(loaded.path, None, "workload.dataset", str(e))]) from None
-    model_path = resolve_model(spec.target.model) if spec.engine.backend == "vllm" else spec.target.model
-    plan = build_plan(loaded, model_path)
+class SweepController:
+    """One sweep's run: owns the study, the pool, and the bookkeeping between them and the store."""
 
-    if existing:
-        sweep_id = existing["id"]
-        rows = store.trials(sweep_id)
-        unfinished = [r["id"] for r in rows if r["state"] in ("RUNNING", "PENDING")]
-        store.reset_trials(unfinished)
-        store.set_sweep_status(sweep_id, "running")
-        rows = store.trials(sweep_id)
-    else:
-        sweep_id = store.create_sweep(spec.name, loaded.spec_hash, spec_json, loaded.path)
-        store.add_trials(sweep_id, [t.row() for t in plan])
-        rows = store.trials(sweep_id)
-    outcome = RunOutcome(sweep_id=sweep_id)
-    # A stored trial is the planned trial with the same engine configuration and load point.
-    by_identity = {(r["engine_config_hash"], r["concurrency"]): r for r in rows}
-    todo: list[tuple[int, PlannedTrial]] = []
-    for t in plan:
-        row = by_identity.get((t.engine.config_hash, t.concurrency))
-        if row is None or row["state"] != "PENDING":
-            outcome.skipped += 1
-            continue
-        todo.append((row["id"], t))
+    def __init__(self, loaded: LoadedSpec, store: Store, name: str, report: Reporter, retry_failed: bool):
+        self.loaded, self.store, self.name, self.report = loaded, store, name, report
+        self.spec = loaded.spec
+        self.search = self.spec.search
+        self.retry_failed = retry_failed
+        self.t_start = time.perf_counter()
+        self.row_of_number: dict[int, int] = {}  # Optuna trial number -> sweep_trials row id
 
-    groups: "OrderedDict[str, list[tuple[int, PlannedTrial]]]" = OrderedDict()
-    for tid, t in todo:
-        groups.setdefault(t.engine.config_hash, []).append((tid, t))
-    report("plan", {"sweep": spec.name, "sweep_id": sweep_id, "trials": len(plan), "todo": len(todo),
-                    "skipped": outcome.skipped, "engines": len(groups), "store": store.display_url})
-    if not todo:
-        store.set_sweep_status(sweep_id, "complete")
-        return outcome
+    # ---- preparation (nothing written until every input is checked) ---------------------------------
+    def prepare(self) -> None:
+        spec = self.spec
+        existing = self.store.get_sweep(self.name)
+        spec_json = spec.model_dump(mode="json")
+        if existing and existing["spec_hash"] != self.loaded.spec_hash:
+            diff = spec_diff(existing["spec"], spec_json)
+            raise SpecError([SpecIssue(self.loaded.path, None, "name",
+                                       f"a sweep named {self.name!r} already exists in {self.store.display_url} with "
+                                       f"a different spec; use --new-name NAME to start a new sweep. Changed:\n  "
+                                       + "\n  ".join(diff))])
+        w = spec.workload
+        try:
+            self.prompts = load_prompts(w.dataset, num_prompts=w.num_prompts, path=w.path, shuffle_seed=w.shuffle_seed)
+        except ValueError as e:
+            raise SpecError([SpecIssue(self.loaded.path, None, "workload.dataset", str(e))]) from None
+        model_path = resolve_model(spec.target.model) if spec.engine.backend == "vllm" else spec.target.model
+        self.space = SearchSpace(self.loaded, model_path)
+        self.sampling = sampling_settings(self.loaded)
+        if existing:
+            self.sweep_id = existing["id"]
+            self.store.set_sweep_status(self.sweep_id, "running")
+        else:
+            self.sweep_id = self.store.create_sweep(self.name, self.loaded.spec_hash, spec_json, self.loaded.path)
+        self.outcome = RunOutcome(sweep_id=self.sweep_id, sweep=self.name)
+        self.study = open_study(self.loaded, self.store.url, f"specsweep:{self.name}")
+        fail_stale_trials(self.study)
+        # Rows a killed controller left RUNNING: that attempt was interrupted.
+        for r in self.store.trials(self.sweep_id):
+            if r["state"] == "RUNNING":
+                self.store.fail_trials([r["id"]], "interrupted (controller stopped)")
 
-    import ray
+    # ---- Optuna bookkeeping -----------------------------------------------------------------------
+    def _tell(self, run: TrialRun, summary: dict | None, error: str | None) -> None:
+        import optuna
 
-    report("ray", {"connected": ensure_ray(ray_address)})
-    actor_cls = _engine_actor_class(loaded)
-    sampling = sampling_settings(loaded)
-    m = spec.measurement
-    current: int | None = None
-    try:
-        with _SignalGuard():
-            for cfg_hash, group in groups.items():
-                queue = list(group)
-                while queue:
-                    engine = queue[0][1].engine
-                    report("engine_start", {"label": engine.method_label, "config_hash": cfg_hash})
-                    actor = actor_cls.remote(engine.to_dict())
-                    outcome.engine_starts += 1
-                    try:
-                        info = ray.get(actor.start.remote(), timeout=spec.engine.start_timeout_s)
-                    except Exception as e:  # start failure: fail the whole group, never retry forever
-                        cause = _cause(e, f"engine start timed out after {spec.engine.start_timeout_s:g} s")
-                        store.fail_trials([tid for tid, _ in queue], f"engine failed to start: {cause}")
-                        outcome.failed += len(queue)
-                        outcome.errors.append(cause)
-                        report("engine_failed", {"label": engine.method_label, "error": cause, "trials": len(queue)})
-                        ray.kill(actor)
+        trial = run.handle
+        if trial is None:
+            return
+        try:
+            if summary is None:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                return
+            for key, value in constraint_values(self.search, summary).items():
+                trial.set_constraint(key, value)
+            values = objective_values(self.search, summary)
+            if values is None:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                self.study.tell(trial, values if len(values) > 1 else values[0])
+        except Exception as e:  # the measurement is stored; a study bookkeeping error must not lose it
+            self.report("warning", {"message": f"optuna tell failed for trial {trial.number}: {e}"})
+
+    def _new_run(self, trial, params: dict[str, Any], row_id: int | None = None) -> TrialRun:
+        planned = self.space.planned_trial(params)
+        if row_id is None:
+            (row_id,) = self.store.add_trials(self.sweep_id, [planned.row(params)])
+        self.store.update_trial(row_id, optuna_trial_number=trial.number)
+        self.row_of_number[trial.number] = row_id
+        return TrialRun(trial_id=row_id, planned=planned, handle=trial)
+
+    # ---- the loop ---------------------------------------------------------------------------------
+    def run(self, ray_address: str | None) -> RunOutcome:
+        import optuna
+
+        rows = self.store.trials(self.sweep_id)
+        by_key = {r["point_key"]: r for r in rows}
+        completed = {r["point_key"]: r for r in rows if r["state"] == "COMPLETE"}
+        grid = self.search.sampler == "grid"
+        queue: list[tuple[dict, int | None]] = []  # (params, existing row id) to enqueue
+        if grid:
+            points = self.space.grid()
+            if self.search.n_trials:
+                points = points[: self.search.n_trials]
+            for params in points:
+                row = by_key.get(point_key(params))
+                if row is None:
+                    queue.append((params, None))
+                elif row["state"] == "PENDING" or (row["state"] == "FAIL" and self.retry_failed):
+                    if row["state"] == "FAIL":
+                        self.store.requeue_trial(row["id"])
+                    queue.append((params, row["id"]))
+                else:
+                    self.outcome.skipped += 1
+            if queue:
+                new_rows = self.store.add_trials(
+                    self.sweep_id, [self.space.planned_trial(p).row(p) for p, rid in queue if rid is None])
+                it = iter(new_rows)
+                queue = [(p, rid if rid is not None else next(it)) for p, rid in queue]
+            target = len(queue)
+        else:
+            done = sum(1 for r in rows if r["state"] in ("COMPLETE", "FAIL"))
+            retry = [r for r in rows if r["state"] == "FAIL"] if self.retry_failed else []
+            for r in retry:
+                self.store.requeue_trial(r["id"])
+                queue.append((r["params"], r["id"]))
+            target = max(0, (self.search.n_trials or 20) - done) + len(retry)
+            self.outcome.skipped = done - len(retry)
+        for params, _ in queue:
+            self.study.enqueue_trial(params, skip_if_exists=False)
+
+        n_engines_hint = len({self.space.planned_trial(p).engine.config_hash for p, _ in queue}) if grid else None
+        self.report("plan", {"sweep": self.name, "sweep_id": self.sweep_id, "sampler": self.search.sampler,
+                             "todo": target, "skipped": self.outcome.skipped, "engines": n_engines_hint,
+                             "store": self.store.display_url})
+        if target == 0:
+            self._finish()
+            return self.outcome
+
+        import ray
+
+        self.report("ray", {"connected": ensure_ray(ray_address)})
+        m = self.spec.measurement
+        prompts, sampling = self.prompts, self.sampling
+        pool = EnginePool(
+            _engine_actor_class(self.loaded), max_engines=_max_engines(self.loaded), repeats=m.repeats,
+            start_timeout_s=self.spec.engine.start_timeout_s, trial_timeout_s=m.trial_timeout_s,
+            measure_args=lambda run: (prompts, sampling, run.planned.concurrency, m.warmup_requests, m.request_timeout_s),
+        )
+        self.report("pool", {"max_engines": pool.max_engines})
+        queued_rows = [rid for _, rid in queue]
+        asked = 0
+        deadline = self.t_start + self.search.timeout_s if self.search.timeout_s else None
+        try:
+            with _SignalGuard():
+                while True:
+                    # ask: grid -> everything at once (engine reuse); adaptive -> one per free engine slot
+                    while asked < target and (deadline is None or time.perf_counter() < deadline) and (
+                            grid or pool.in_flight < pool.max_engines):
+                        trial = self.study.ask()
+                        params = self.space.suggest(trial)
+                        asked += 1
+                        row_id = queued_rows.pop(0) if queued_rows else None
+                        key = point_key(params)
+                        if row_id is None and key in completed:
+                            # measured before: tell the stored result instead of spending engine time
+                            self.row_of_number[trial.number] = completed[key]["id"]
+                            self._tell(TrialRun(trial_id=completed[key]["id"], planned=self.space.planned_trial(params),
+                                                handle=trial), self._stored_summary(completed[key]), None)
+                            self.outcome.reused += 1
+                            continue
+                        run = self._new_run(trial, params, row_id)
+                        for ev in pool.submit(run):
+                            self._on_event(ev, pool)
+                    if asked >= target or (deadline is not None and time.perf_counter() >= deadline):
+                        pool.closing = True
+                    if not pool.busy:
                         break
-                    env_id = store.environment_id(info["fingerprint"])
-                    report("engine_ready", {"label": engine.method_label, "start_s": info["start_s"]})
-                    try:
-                        while queue:
-                            tid, trial = queue[0]
-                            current = tid
-                            store.mark_running(tid, env_id, info["start_s"])
-                            report("trial_start", {"trial_id": tid, "label": trial.point.label,
-                                                   "k": trial.point.num_speculative_tokens, "concurrency": trial.concurrency})
-                            windows, outputs, warm_s, meas_s = [], [], 0.0, 0.0
-                            for rep in range(m.repeats):
-                                res = ray.get(actor.measure.remote(prompts, sampling, trial.concurrency,
-                                                                   m.warmup_requests, m.request_timeout_s))
-                                windows.append(res["metrics"])
-                                outputs.append(res["outputs"])
-                                warm_s += res["warmup_s"]
-                                meas_s += res["measure_s"]
-                            summary = median_over_repeats(windows)
-                            store.complete_trial(tid, windows, summary, {"warmup_s": warm_s, "measure_s": meas_s}, outputs)
-                            current = None
-                            queue.pop(0)
-                            outcome.completed += 1
-                            report("trial_done", {"trial_id": tid, "label": trial.point.label,
-                                                  "k": trial.point.num_speculative_tokens,
-                                                  "concurrency": trial.concurrency, "summary": summary})
-                    except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as e:
-                        cause = _cause(e, "engine actor died")
-                        store.fail_trials([current], cause)
-                        outcome.failed += 1
-                        outcome.errors.append(cause)
-                        report("trial_failed", {"trial_id": current, "error": cause})
-                        queue.pop(0)
-                        current = None
-                    finally:
-                        _kill(actor)
-    except (KeyboardInterrupt, Interrupted) as e:
-        if current is not None:
-            store.fail_trials([current], "interrupted")
-            outcome.failed += 1
-        store.set_sweep_status(sweep_id, "interrupted")
-        outcome.interrupted = True
-        outcome.wall_s = time.perf_counter() - t_start
-        report("interrupted", {"why": str(e) or "Ctrl-C"})
-        return outcome
-    store.set_sweep_status(sweep_id, "complete" if outcome.failed == 0 else "failed")
-    outcome.wall_s = time.perf_counter() - t_start
-    return outcome
+                    for ev in pool.step(wait_s=0.5):
+                        self._on_event(ev, pool)
+        except (KeyboardInterrupt, Interrupted) as e:
+            why = str(e) or "Ctrl-C"
+            for ev in pool.interrupt("interrupted"):
+                self._on_event(ev, pool)
+            for run in pool.pending:
+                self.store.update_trial(run.trial_id, state="PENDING")
+                self._tell(run, None, "interrupted")
+            self.outcome.interrupted = True
+            self.outcome.engine_starts = pool.engine_starts
+            self.store.set_sweep_status(self.sweep_id, "interrupted")
+            self.outcome.wall_s = time.perf_counter() - self.t_start
+            self.report("interrupted", {"why": why})
+            return self.outcome
+        finally:
+            pool.shutdown()
+        self.outcome.engine_starts = pool.engine_starts
+        self._finish()
+        return self.outcome
+
+    def _stored_summary(self, row: dict) -> dict:
+        (res,) = [r for r in self.store.trial_results(self.name) if r["trial_id"] == row["id"]]
+        return res
+
+    def _on_event(self, ev: PoolEvent, pool: EnginePool) -> None:
+        run = ev.run
+        if ev.kind == "engine_start":
+            self.report("engine_start", {"label": ev.slot.engine.method_label, "config_hash": ev.slot.config_hash})
+        elif ev.kind == "engine_ready":
+            ev.slot.info["environment_id"] = self.store.environment_id(ev.slot.info["fingerprint"])
+            self.report("engine_ready", {"label": ev.slot.engine.method_label, "start_s": ev.slot.info["start_s"]})
+        elif ev.kind == "engine_failed":
+            self.outcome.errors.append(ev.error)
+            self.report("engine_failed", {"label": ev.slot.engine.method_label, "error": ev.error})
+        elif ev.kind == "engine_retired":
+            self.report("engine_retired", {"label": ev.slot.engine.method_label, "served": ev.slot.served})
+        elif ev.kind == "trial_start":
+            info = ev.slot.info or {}
+            self.store.mark_running(run.trial_id, info.get("environment_id"), info.get("start_s"), info.get("pid"),
+                                    run.dispatched_at - run.queued_at)
+            self.report("trial_start", self._describe(run))
+        elif ev.kind == "trial_done":
+            summary = median_over_repeats(run.windows)
+            ok = feasible(self.search, summary) if self.search.constraints else None
+            self.store.complete_trial(run.trial_id, run.windows, summary,
+                                      {"warmup_s": run.warmup_s, "measure_s": run.measure_s}, run.outputs, feasible=ok)
+            self._tell(run, summary, None)
+            self.outcome.completed += 1
+            self.report("trial_done", dict(self._describe(run), summary=summary))
+        elif ev.kind == "trial_failed":
+            self.store.fail_trials([run.trial_id], ev.error)
+            self._tell(run, None, ev.error)
+            self.outcome.failed += 1
+            self.outcome.errors.append(ev.error)
+            self.report("trial_failed", dict(self._describe(run), error=ev.error))
+
+    @staticmethod
+    def _describe(run: TrialRun) -> dict:
+        return {"trial_id": run.trial_id, "label": run.planned.point.label, "k": run.planned.point.num_speculative_tokens,
+                "concurrency": run.planned.concurrency}
+
+    def _finish(self) -> None:
+        try:
+            front = self.study.best_trials
+        except Exception:  # e.g. no completed trial yet
+            front = []
+        rows = {r["optuna_trial_number"]: r["id"] for r in self.store.trials(self.sweep_id)}
+        rows.update(self.row_of_number)  # this run's numbers, including re-told duplicates
+        self.store.set_pareto_front(self.sweep_id, [rows[t.number] for t in front if t.number in rows])
+        failed_rows = sum(1 for r in self.store.trials(self.sweep_id) if r["state"] == "FAIL")
+        self.store.set_sweep_status(self.sweep_id, "complete" if failed_rows == 0 else "failed")
+        self.outcome.wall_s = time.perf_counter() - self.t_start
 
 
-def _cause(e: BaseException, timeout_text: str) -> str:
-    import ray
-
-    if isinstance(e, ray.exceptions.GetTimeoutError):
-        return timeout_text
-    if isinstance(e, ray.exceptions.RayTaskError):
-        inner = e.cause if getattr(e, "cause", None) is not None else e
-        return f"{type(inner).__name__}: {inner}".strip()[:4000]
-    return f"{type(e).__name__}: {e}"[:4000]
-
-
-def _kill(actor) -> None:
-    import ray
-
-    try:
-        ray.get(actor.stop.remote(), timeout=30)
-    except Exception:
-        pass
-    ray.kill(actor)
+def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = None, report: Reporter = _noop,
+              retry_failed: bool = False, new_name: str | None = None) -> RunOutcome:
+    """Run (or resume) a sweep. Raises SpecError / ModelError before anything is written."""
+    ctl = SweepController(loaded, store, new_name or loaded.spec.name, report, retry_failed)
+    ctl.prepare()
+    return ctl.run(ray_address)

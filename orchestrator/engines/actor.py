@@ -7,6 +7,7 @@ actor, in the engine frontend's event loop, so token timestamps need no RPC hop.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -37,7 +38,7 @@ class EngineActor:
         start_s = time.perf_counter() - t0
         describe = self.backend.describe()
         fingerprint = collect_fingerprint({"engine": describe, "backend": self.config.backend})
-        return {"start_s": start_s, "describe": describe, "fingerprint": fingerprint}
+        return {"start_s": start_s, "describe": describe, "fingerprint": fingerprint, "pid": os.getpid()}
 
     async def measure(self, prompts: list[Prompt], sampling: SamplingSettings, concurrency: int,
                       warmup_requests: int, request_timeout_s: float) -> dict[str, Any]:

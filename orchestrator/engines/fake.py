@@ -1,9 +1,13 @@
 """`fake` backend: a deterministic simulated engine for unit tests and overhead benchmarks ONLY.
-
-It batches requests in steps of `step_seconds`; with a speculative_config it accepts draft position i
-with probability `acceptance[i]` (given i-1 accepted), plus one bonus token per step. Output tokens are a
-function of the prompt only, so speculative and baseline outputs are identical (lossless), as in vLLM.
 Every row it writes says backend=fake.
+
+It runs a step loop like a continuous-batching engine: every step serves up to `max_num_seqs` running
+requests and lasts `step_seconds * (1 + token_cost * batch * (1 + K))` (verifying K drafts costs compute
+in proportion to the tokens in the batch). In each step a request gets 1 bonus token plus its accepted
+drafts: draft position i is accepted with probability `acceptance[i]` given position i-1 was. Random draws
+come from a generator seeded by (seed, request id), so a run is deterministic for a seed whatever the
+interleaving. Output tokens depend on the prompt only, so speculative and baseline outputs are identical
+(lossless), as in vLLM.
 """
 
 from __future__ import annotations
@@ -11,9 +15,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from .base import EngineBackend, EngineStartError, SamplingSettings, SpecCounters, TokenChunk
+
+
+@dataclass
+class _Running:
+    tokens: list[int]
+    rng: random.Random
+    produced: int = 0
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
 
 
 class FakeBackend(EngineBackend):
@@ -24,25 +37,36 @@ class FakeBackend(EngineBackend):
         knobs = config.fake
         self.start_seconds = float(knobs.get("start_seconds", 0.0))
         self.step_seconds = float(knobs.get("step_seconds", 0.001))
+        self.token_cost = float(knobs.get("token_cost", 0.0))
         self.acceptance = list(knobs.get("acceptance", [0.6, 0.4, 0.25]))
-        self.rng = random.Random(knobs.get("seed", 0))
+        self.seed = int(knobs.get("seed", 0))
+        self.max_num_seqs = int(config.engine_args.get("max_num_seqs") or 256)
         spec = config.speculative_config or {}
         self.k = int(spec.get("num_speculative_tokens", 0))
         self.counters = SpecCounters(accepted_per_pos=[0] * self.k)
-        self._fail_start = knobs.get("fail_start")  # test hook: error text raised at start
+        self._fail_start = knobs.get("fail_start")
+        self._waiting: list[_Running] = []
+        self._running: list[_Running] = []
+        self._wakeup: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
 
     async def start(self) -> None:
         if self._fail_start:
             raise EngineStartError(str(self._fail_start))
         await asyncio.sleep(self.start_seconds)
+        self._wakeup = asyncio.Event()
+        self._loop_task = asyncio.get_running_loop().create_task(self._step_loop())
 
-    def _tokens_per_step(self) -> int:
+    def step_duration(self, batch: int) -> float:
+        return self.step_seconds * (1.0 + self.token_cost * batch * (1 + self.k))
+
+    def _tokens_this_step(self, rng: random.Random) -> int:
         if self.k == 0:
             return 1
         accepted = 0
         for pos in range(self.k):
             p = self.acceptance[pos] if pos < len(self.acceptance) else 0.0
-            if self.rng.random() >= p:
+            if rng.random() >= p:
                 break
             self.counters.accepted_per_pos[pos] += 1
             accepted += 1
@@ -51,20 +75,41 @@ class FakeBackend(EngineBackend):
         self.counters.num_accepted_tokens += accepted
         return accepted + 1
 
+    async def _step_loop(self) -> None:
+        while True:
+            while self._waiting and len(self._running) < self.max_num_seqs:
+                self._running.append(self._waiting.pop(0))
+            if not self._running:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            await asyncio.sleep(self.step_duration(len(self._running)))
+            still = []
+            for r in self._running:
+                n = min(self._tokens_this_step(r.rng), len(r.tokens) - r.produced)
+                chunk = r.tokens[r.produced : r.produced + n]
+                r.produced += n
+                done = r.produced >= len(r.tokens)
+                r.queue.put_nowait(TokenChunk(chunk, "".join(f" t{t}" for t in chunk), finished=done,
+                                              finish_reason="length" if done else None))
+                if not done:
+                    still.append(r)
+            self._running = still
+
     async def generate(self, request_id: str, messages: list[dict], sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
         text = "\n".join(str(m.get("content", "")) for m in messages)
         digest = hashlib.sha256(text.encode()).digest()
         # Output length depends on the prompt (or max_tokens with ignore_eos), never on the method.
         n_out = sampling.max_tokens if sampling.ignore_eos else max(1, min(sampling.max_tokens, 8 + digest[0] % 120))
-        tokens = [int.from_bytes(digest[i % 32 : i % 32 + 1], "little") * 7 + i for i in range(n_out)]
-        produced = 0
-        while produced < n_out:
-            await asyncio.sleep(self.step_seconds)
-            n = min(self._tokens_per_step(), n_out - produced)
-            chunk = tokens[produced : produced + n]
-            produced += n
-            done = produced >= n_out
-            yield TokenChunk(chunk, "".join(f" t{t}" for t in chunk), finished=done, finish_reason="length" if done else None)
+        tokens = [digest[i % 32] * 7 + i for i in range(n_out)]
+        req = _Running(tokens=tokens, rng=random.Random(f"{self.seed}/{request_id}/{text}"))
+        self._waiting.append(req)
+        self._wakeup.set()
+        while True:
+            chunk = await req.queue.get()
+            yield chunk
+            if chunk.finished:
+                return
 
     def spec_counters(self) -> SpecCounters:
         return SpecCounters(self.counters.num_drafts, self.counters.num_draft_tokens,
@@ -72,3 +117,7 @@ class FakeBackend(EngineBackend):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "fake", "attention_backend": "none", "note": "simulated engine; not a measurement"}
+
+    async def stop(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()

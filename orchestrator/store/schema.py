@@ -56,7 +56,12 @@ sweep_trials = Table(
     Column("backend", String(16), nullable=False),
     Column("num_speculative_tokens", Integer),
     Column("method_params", JSON, nullable=False),
+    Column("params", JSON, nullable=False),  # the trial's Optuna parameters
+    Column("point_key", String(512), nullable=False),  # canonical JSON of params: identity of the point
+    Column("optuna_trial_number", Integer),
     Column("concurrency", Integer, nullable=False),
+    Column("max_num_seqs", Integer),
+    Column("max_num_batched_tokens", Integer),
     Column("engine_config", JSON, nullable=False),
     Column("engine_config_hash", String(32), nullable=False, index=True),
     Column("model", Text, nullable=False),
@@ -65,7 +70,12 @@ sweep_trials = Table(
     Column("state", String(16), nullable=False),  # PENDING | RUNNING | COMPLETE | FAIL
     Column("error", Text),
     Column("environment_id", Integer, ForeignKey("sweep_environments.id")),
-    Column("engine_start_s", Float),
+    Column("engine_pid", Integer),
+    Column("attempt", Integer, nullable=False, default=1),
+    Column("feasible", Boolean),  # SLO constraints met (null: not measured)
+    Column("on_pareto_front", Boolean, nullable=False, default=False),  # in Optuna's study.best_trials
+    Column("queued_s", Float),  # ask -> dispatched to a ready engine (includes waiting for its start)
+    Column("engine_start_s", Float),  # start time of the engine that served the trial
     Column("warmup_s", Float),
     Column("measure_s", Float),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -136,11 +146,16 @@ SELECT
   t.backend,
   t.num_speculative_tokens,
   t.concurrency,
+  t.max_num_seqs,
+  t.max_num_batched_tokens,
   {_METRICS_SELECT},
   m.repeats,
   m.failed_requests,
   t.state,
   t.error,
+  t.feasible,
+  t.on_pareto_front,
+  t.optuna_trial_number,
   t.model,
   t.drafter,
   t.engine_config_hash,
@@ -148,7 +163,10 @@ SELECT
   e.cpu_model,
   e.gpu_model,
   e.vllm_version,
+  t.queued_s,
   t.engine_start_s,
+  t.warmup_s,
+  t.measure_s,
   t.started_at,
   t.finished_at,
   t.id AS trial_id,

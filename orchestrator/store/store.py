@@ -124,11 +124,22 @@ class Store:
                 select(sweep_trials).where(sweep_trials.c.sweep_id == sweep_id).order_by(sweep_trials.c.trial_number)
             ).mappings()]
 
-    def mark_running(self, trial_id: int, environment_id: int | None, engine_start_s: float | None) -> None:
+    def update_trial(self, trial_id: int, **values: Any) -> None:
         with self.engine.begin() as conn:
-            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
-                state="RUNNING", started_at=now(), environment_id=environment_id, engine_start_s=engine_start_s,
-                error=None))
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(**values))
+
+    def mark_running(self, trial_id: int, environment_id: int | None, engine_start_s: float | None,
+                     engine_pid: int | None = None, queued_s: float | None = None) -> None:
+        self.update_trial(trial_id, state="RUNNING", started_at=now(), environment_id=environment_id,
+                          engine_start_s=engine_start_s, engine_pid=engine_pid, queued_s=queued_s, error=None)
+
+    def set_pareto_front(self, sweep_id: int, trial_ids: Iterable[int]) -> None:
+        ids = list(trial_ids)
+        with self.engine.begin() as conn:
+            conn.execute(update(sweep_trials).where(sweep_trials.c.sweep_id == sweep_id).values(on_pareto_front=False))
+            if ids:
+                conn.execute(update(sweep_trials).where(sweep_trials.c.sweep_id == sweep_id,
+                                                        sweep_trials.c.id.in_(ids)).values(on_pareto_front=True))
 
     def fail_trials(self, trial_ids: Iterable[int], error: str) -> None:
         ids = list(trial_ids)
@@ -138,19 +149,16 @@ class Store:
             conn.execute(update(sweep_trials).where(sweep_trials.c.id.in_(ids)).values(
                 state="FAIL", error=error, finished_at=now()))
 
-    def reset_trials(self, trial_ids: Iterable[int]) -> None:
-        """Put trials back to PENDING (a resumed sweep re-runs them); their old measurements are removed."""
-        ids = list(trial_ids)
-        if not ids:
-            return
+    def requeue_trial(self, trial_id: int) -> None:
+        """Put a trial back to PENDING for another attempt (a resumed sweep re-runs it). A failed trial has
+        no measurements (they are written only on completion), so nothing measured is lost."""
         with self.engine.begin() as conn:
-            conn.execute(sweep_trial_metrics.delete().where(sweep_trial_metrics.c.trial_id.in_(ids)))
-            conn.execute(sweep_measurements.delete().where(sweep_measurements.c.trial_id.in_(ids)))
-            conn.execute(update(sweep_trials).where(sweep_trials.c.id.in_(ids)).values(
-                state="PENDING", error=None, started_at=None, finished_at=None))
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
+                state="PENDING", error=None, started_at=None, finished_at=None,
+                attempt=sweep_trials.c.attempt + 1))
 
     def complete_trial(self, trial_id: int, windows: list[dict], summary: dict, timings: dict,
-                       request_outputs: list[list[dict]]) -> None:
+                       request_outputs: list[list[dict]], feasible: bool | None = None) -> None:
         """Write a trial's measurements, summary and request outputs, and mark it COMPLETE — in one
         transaction, so a crash leaves either all of it or none of it."""
         with self.engine.begin() as conn:
@@ -168,7 +176,7 @@ class Store:
                 trial_id=trial_id, acceptance_per_pos=summary["acceptance_per_pos"], repeats=summary["repeats"],
                 failed_requests=summary["failed_requests"], **{c: summary[c] for c in METRIC_COLUMNS}))
             conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
-                state="COMPLETE", finished_at=now(), error=None, **timings))
+                state="COMPLETE", finished_at=now(), error=None, feasible=feasible, **timings))
 
     # ---- environments -----------------------------------------------------------------------------
     def environment_id(self, fingerprint: dict[str, Any]) -> int:

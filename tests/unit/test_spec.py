@@ -151,4 +151,4 @@ def test_cli_unknown_dataset_exit_2_nothing_written(write_spec, tmp_path):
 def test_cli_validate(write_spec):
     result = CliRunner().invoke(app, ["validate", str(write_spec(GOOD))])
     assert result.exit_code == 0, result.output
-    assert "6 trials on 3 engine configurations" in result.output
+    assert "grid of 6 trials on 3 engine configurations" in result.output

@@ -1,0 +1,247 @@
+"""Engine pool and scheduler: Ray actors keyed by engine configuration, at most `max_engines` at once.
+
+Policy (GPU time goes to measurement, not engine starts):
+- a warm engine serves every pending trial of its configuration before it is retired;
+- a free slot starts the configuration with the most pending trials (longest work first);
+- an idle engine whose configuration has nothing pending is retired only when another configuration needs
+  its slot, or when the controller says no more trials will come (an adaptive sampler may ask again);
+- an engine that fails to start fails every trial of its configuration, and later trials of it at once;
+- an actor that dies mid-trial fails that trial; the configuration's other trials get a fresh actor;
+- a trial running past its timeout is failed and its engine killed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ray
+
+from ..engines.base import EngineConfig
+from .plan import PlannedTrial
+
+
+@dataclass
+class TrialRun:
+    trial_id: int  # row id in sweep_trials
+    planned: PlannedTrial
+    handle: Any = None  # the controller's handle (Optuna trial)
+    queued_at: float = field(default_factory=time.perf_counter)
+    dispatched_at: float | None = None
+    windows: list[dict] = field(default_factory=list)
+    outputs: list[list[dict]] = field(default_factory=list)
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+    engine_start_s: float | None = None
+
+    @property
+    def config_hash(self) -> str:
+        return self.planned.engine.config_hash
+
+
+@dataclass
+class EngineSlot:
+    engine: EngineConfig
+    actor: Any
+    state: str  # starting | idle | busy
+    started_at: float
+    start_ref: Any = None
+    info: dict | None = None
+    run: TrialRun | None = None
+    measure_ref: Any = None
+    deadline: float | None = None
+    served: int = 0
+
+    @property
+    def config_hash(self) -> str:
+        return self.engine.config_hash
+
+
+@dataclass
+class PoolEvent:
+    kind: str  # engine_start | engine_ready | engine_failed | engine_retired | trial_start | trial_done | trial_failed
+    run: TrialRun | None = None
+    slot: EngineSlot | None = None
+    error: str | None = None
+
+
+class EnginePool:
+    def __init__(self, actor_cls, *, max_engines: int, repeats: int, start_timeout_s: float, trial_timeout_s: float,
+                 measure_args: Callable[[TrialRun], tuple]):
+        self.actor_cls = actor_cls
+        self.max_engines = max_engines
+        self.repeats = repeats
+        self.start_timeout_s = start_timeout_s
+        self.trial_timeout_s = trial_timeout_s
+        self.measure_args = measure_args
+        self.slots: list[EngineSlot] = []
+        self.pending: list[TrialRun] = []
+        self.failed_configs: dict[str, str] = {}
+        self.closing = False  # no more trials will be submitted: idle engines retire at once
+        self.engine_starts = 0
+
+    # ---- public -----------------------------------------------------------------------------------
+    def submit(self, run: TrialRun) -> list[PoolEvent]:
+        cause = self.failed_configs.get(run.config_hash)
+        if cause is not None:
+            return [PoolEvent("trial_failed", run=run, error=f"engine failed to start: {cause}")]
+        self.pending.append(run)
+        return []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending) or any(s.state in ("starting", "busy") for s in self.slots)
+
+    @property
+    def in_flight(self) -> int:
+        """Trials pending or being measured (what an adaptive controller compares with max_engines)."""
+        return len(self.pending) + sum(1 for s in self.slots if s.state == "busy")
+
+    def step(self, wait_s: float = 1.0) -> list[PoolEvent]:
+        """Dispatch what can be dispatched, wait up to `wait_s` for one result, handle what finished."""
+        events = self._dispatch()
+        refs = {}
+        for s in self.slots:
+            if s.state == "starting":
+                refs[s.start_ref] = s
+            elif s.state == "busy":
+                refs[s.measure_ref] = s
+        if refs:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=wait_s)
+            for ref in ready:
+                events += self._handle(refs[ref], ref)
+        events += self._check_deadlines()
+        return events
+
+    def interrupt(self, why: str) -> list[PoolEvent]:
+        """Fail running trials with `why` and kill every engine (Ctrl-C / SIGTERM)."""
+        events = []
+        for s in list(self.slots):
+            if s.state == "busy" and s.run is not None:
+                events.append(PoolEvent("trial_failed", run=s.run, slot=s, error=why))
+            self._retire(s, graceful=False)
+        return events
+
+    def shutdown(self) -> None:
+        for s in list(self.slots):
+            self._retire(s)
+
+    # ---- scheduling -------------------------------------------------------------------------------
+    def _dispatch(self) -> list[PoolEvent]:
+        events: list[PoolEvent] = []
+        # 1. idle engines take pending trials of their configuration
+        for s in self.slots:
+            if s.state == "idle":
+                run = next((r for r in self.pending if r.config_hash == s.config_hash), None)
+                if run is not None:
+                    self.pending.remove(run)
+                    events.append(self._start_trial(s, run))
+        # 2. configurations with pending trials and no engine: largest pending work first
+        served = {s.config_hash for s in self.slots}
+        waiting = Counter(r.config_hash for r in self.pending if r.config_hash not in served)
+        for cfg_hash, _ in sorted(waiting.items(), key=lambda kv: -kv[1]):
+            if len(self.slots) >= self.max_engines:
+                victim = next((s for s in self.slots if s.state == "idle"
+                               and not any(r.config_hash == s.config_hash for r in self.pending)), None)
+                if victim is None:
+                    break
+                events.append(PoolEvent("engine_retired", slot=victim))
+                self._retire(victim)
+            engine = next(r.planned.engine for r in self.pending if r.config_hash == cfg_hash)
+            events.append(self._start_engine(engine))
+        # 3. idle engines with nothing left to serve retire once no more trials will come
+        if self.closing:
+            for s in list(self.slots):
+                if s.state == "idle" and not any(r.config_hash == s.config_hash for r in self.pending):
+                    events.append(PoolEvent("engine_retired", slot=s))
+                    self._retire(s)
+        return events
+
+    def _start_engine(self, engine: EngineConfig) -> PoolEvent:
+        actor = self.actor_cls.remote(engine.to_dict())
+        slot = EngineSlot(engine=engine, actor=actor, state="starting", started_at=time.perf_counter(),
+                          deadline=time.perf_counter() + self.start_timeout_s)
+        slot.start_ref = actor.start.remote()
+        self.slots.append(slot)
+        self.engine_starts += 1
+        return PoolEvent("engine_start", slot=slot)
+
+    def _start_trial(self, slot: EngineSlot, run: TrialRun) -> PoolEvent:
+        run.dispatched_at = time.perf_counter()
+        run.engine_start_s = slot.info["start_s"] if slot.info else None
+        slot.state, slot.run = "busy", run
+        slot.deadline = run.dispatched_at + self.trial_timeout_s
+        slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
+        return PoolEvent("trial_start", run=run, slot=slot)
+
+    def _handle(self, slot: EngineSlot, ref) -> list[PoolEvent]:
+        if slot.state == "starting":
+            try:
+                slot.info = ray.get(ref)
+            except Exception as e:
+                return self._engine_failed(slot, error_text(e))
+            slot.state, slot.start_ref, slot.deadline = "idle", None, None
+            return [PoolEvent("engine_ready", slot=slot)]
+        run = slot.run
+        try:
+            res = ray.get(ref)
+        except Exception as e:  # actor died (RayActorError) or measure raised (RayTaskError)
+            self._retire(slot, graceful=False)
+            return [PoolEvent("trial_failed", run=run, slot=slot, error=error_text(e))]
+        run.windows.append(res["metrics"])
+        run.outputs.append(res["outputs"])
+        run.warmup_s += res["warmup_s"]
+        run.measure_s += res["measure_s"]
+        if len(run.windows) < self.repeats:
+            slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
+            return []
+        slot.state, slot.run, slot.measure_ref, slot.deadline = "idle", None, None, None
+        slot.served += 1
+        return [PoolEvent("trial_done", run=run, slot=slot)]
+
+    def _engine_failed(self, slot: EngineSlot, cause: str) -> list[PoolEvent]:
+        self.failed_configs[slot.config_hash] = cause
+        self._retire(slot, graceful=False)
+        events = [PoolEvent("engine_failed", slot=slot, error=cause)]
+        for run in [r for r in self.pending if r.config_hash == slot.config_hash]:
+            self.pending.remove(run)
+            events.append(PoolEvent("trial_failed", run=run, error=f"engine failed to start: {cause}"))
+        return events
+
+    def _check_deadlines(self) -> list[PoolEvent]:
+        now = time.perf_counter()
+        events: list[PoolEvent] = []
+        for s in list(self.slots):
+            if s.deadline is None or now < s.deadline:
+                continue
+            if s.state == "starting":
+                events += self._engine_failed(s, f"engine start timed out after {self.start_timeout_s:g} s")
+            elif s.state == "busy":
+                self._retire(s, graceful=False)
+                events.append(PoolEvent("trial_failed", run=s.run, slot=s,
+                                        error=f"trial timed out after {self.trial_timeout_s:g} s (engine killed)"))
+        return events
+
+    def _retire(self, slot: EngineSlot, graceful: bool = True) -> None:
+        if slot in self.slots:
+            self.slots.remove(slot)
+        if graceful and slot.state == "idle":
+            try:
+                ray.get(slot.actor.stop.remote(), timeout=30)
+            except Exception:
+                pass
+        try:
+            ray.kill(slot.actor)  # a fresh process per configuration: vLLM does not free memory in-process
+        except Exception:
+            pass
+
+
+def error_text(e: BaseException) -> str:
+    if isinstance(e, ray.exceptions.RayTaskError):
+        inner = getattr(e, "cause", None) or e
+        return f"{type(inner).__name__}: {inner}".strip()[:4000]
+    if isinstance(e, ray.exceptions.RayActorError):
+        return f"engine actor died: {str(e).splitlines()[0] if str(e) else type(e).__name__}"[:4000]
+    return f"{type(e).__name__}: {e}"[:4000]

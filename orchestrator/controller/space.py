@@ -1,0 +1,86 @@
+"""The search space of a sweep, in Optuna terms, and its mapping back to engine configs and load points.
+
+Optuna parameters:
+  method                      categorical over method labels
+  <label>:<param>             categorical over a method's swept values (only for swept parameters)
+  max_num_seqs, max_num_batched_tokens   categorical, when swept in `space`
+  concurrency                 categorical over space.concurrency
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from ..methods import MethodPoint
+from ..spec import LoadedSpec
+from .plan import PlannedTrial, engine_config
+
+ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    loaded: LoadedSpec
+    model_path: str
+
+    @property
+    def labels(self) -> list[str]:
+        return list(dict.fromkeys(p.label for p in self.loaded.method_points))
+
+    def swept_method_params(self, label: str) -> dict[str, list[Any]]:
+        """Parameters of a method entry that take more than one value, with their values in spec order."""
+        values: dict[str, list[Any]] = {}
+        for p in self.loaded.method_points:
+            if p.label == label:
+                for k, v in p.params.items():
+                    values.setdefault(k, [])
+                    if v not in values[k]:
+                        values[k].append(v)
+        return {k: v for k, v in values.items() if len(v) > 1}
+
+    @property
+    def engine_choices(self) -> dict[str, list[int]]:
+        return {k: getattr(self.loaded.spec.space, k) for k in ENGINE_KEYS if getattr(self.loaded.spec.space, k)}
+
+    @property
+    def concurrencies(self) -> list[int]:
+        return list(self.loaded.spec.space.concurrency)
+
+    def suggest(self, trial) -> dict[str, Any]:
+        """Ask an Optuna trial for one point (define-by-run; conditional on the method)."""
+        params: dict[str, Any] = {"method": trial.suggest_categorical("method", self.labels)}
+        for k, vals in self.swept_method_params(params["method"]).items():
+            name = f"{params['method']}:{k}"
+            params[name] = trial.suggest_categorical(name, vals)
+        for k, vals in self.engine_choices.items():
+            params[k] = trial.suggest_categorical(k, vals)
+        params["concurrency"] = trial.suggest_categorical("concurrency", self.concurrencies)
+        return params
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every point once, ordered so that points sharing an engine configuration are adjacent."""
+        out = []
+        engine_combos = [dict(zip(self.engine_choices, c)) for c in itertools.product(*self.engine_choices.values())]
+        for point in self.loaded.method_points:
+            swept = self.swept_method_params(point.label)
+            method_params = {f"{point.label}:{k}": point.params[k] for k in swept}
+            for eng in engine_combos:
+                for conc in self.concurrencies:
+                    out.append({"method": point.label, **method_params, **eng, "concurrency": conc})
+        return out
+
+    def method_point(self, params: dict[str, Any]) -> MethodPoint:
+        label = params["method"]
+        swept = self.swept_method_params(label)
+        for p in self.loaded.method_points:
+            if p.label == label and all(p.params[k] == params[f"{label}:{k}"] for k in swept):
+                return p
+        raise KeyError(f"no method point for {params}")
+
+    def planned_trial(self, params: dict[str, Any]) -> PlannedTrial:
+        point = self.method_point(params)
+        overrides = {k: params[k] for k in ENGINE_KEYS if k in params}
+        cfg = engine_config(self.loaded, point, self.model_path, overrides)
+        return PlannedTrial(point=point, engine=cfg, concurrency=int(params["concurrency"]))
