@@ -26,14 +26,14 @@ TABLE_COLUMNS = [
     ("acceptance_length", "AL", "{:.2f}"),
     ("acceptance_rate", "acc rate", "{:.2f}"),
     ("state", "state", "{}"),
-    ("on_pareto_front", "best", "{}"),
+    ("on_pareto_front", "best", "flag"),
 ]
 
 
 def _fmt(value: Any, fmt: str) -> str:
     if value is None:
         return "-"
-    if isinstance(value, bool):
+    if fmt == "flag":  # booleans come back as 0/1 from SQLite views
         return "*" if value else ""
     try:
         return fmt.format(value)

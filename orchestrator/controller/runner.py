@@ -106,21 +106,33 @@ def _max_engines(loaded: LoadedSpec) -> int:
 
 
 class _SignalGuard:
-    """Turn SIGTERM into an Interrupted exception for the duration of a sweep."""
+    """SIGTERM / Ctrl-C during a sweep set a flag that the scheduling loop checks between waits (raising
+    inside Ray's blocking calls corrupts them). A second Ctrl-C raises KeyboardInterrupt at once."""
+
+    def __init__(self):
+        self.why: str | None = None
 
     def __enter__(self):
         def handler(signum, frame):
-            raise Interrupted(f"signal {signum}")
+            if self.why is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.why = signal.Signals(signum).name
 
-        try:
-            self.previous = signal.signal(signal.SIGTERM, handler)
-        except ValueError:  # not the main thread
-            self.previous = None
+        self.previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.previous[sig] = signal.signal(sig, handler)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
         return self
 
+    def check(self) -> None:
+        if self.why is not None:
+            raise Interrupted(self.why)
+
     def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
+        for sig, prev in self.previous.items():
+            signal.signal(sig, prev)
         return False
 
 
@@ -259,8 +271,9 @@ class SweepController:
         asked = 0
         deadline = self.t_start + self.search.timeout_s if self.search.timeout_s else None
         try:
-            with _SignalGuard():
+            with _SignalGuard() as guard:
                 while True:
+                    guard.check()
                     # ask: grid -> everything at once (engine reuse); adaptive -> one per free engine slot
                     while asked < target and (deadline is None or time.perf_counter() < deadline) and (
                             grid or pool.in_flight < pool.max_engines):
@@ -285,6 +298,7 @@ class SweepController:
                         break
                     for ev in pool.step(wait_s=0.5):
                         self._on_event(ev, pool)
+                    guard.check()
         except (KeyboardInterrupt, Interrupted) as e:
             why = str(e) or "Ctrl-C"
             for ev in pool.interrupt("interrupted"):
