@@ -45,12 +45,13 @@ class TrialRun:
 class EngineSlot:
     engine: EngineConfig
     actor: Any
-    state: str  # starting | idle | busy
+    state: str  # starting | idle | busy | stopping (still holds its resources until killed)
     started_at: float
     start_ref: Any = None
     info: dict | None = None
     run: TrialRun | None = None
     measure_ref: Any = None
+    stop_ref: Any = None
     deadline: float | None = None
     served: int = 0
 
@@ -108,11 +109,15 @@ class EnginePool:
                 refs[s.start_ref] = s
             elif s.state == "busy":
                 refs[s.measure_ref] = s
+            elif s.state == "stopping":
+                refs[s.stop_ref] = s
         if refs:
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=wait_s)
             for ref in ready:
                 events += self._handle(refs[ref], ref)
         events += self._check_deadlines()
+        # Hand the next trial to a freed engine now, before the caller's bookkeeping (store, Optuna).
+        events += self._dispatch()
         return events
 
     def interrupt(self, why: str) -> list[PoolEvent]:
@@ -121,12 +126,12 @@ class EnginePool:
         for s in list(self.slots):
             if s.state == "busy" and s.run is not None:
                 events.append(PoolEvent("trial_failed", run=s.run, slot=s, error=why))
-            self._retire(s, graceful=False)
+            self._kill(s)
         return events
 
     def shutdown(self) -> None:
         for s in list(self.slots):
-            self._retire(s)
+            self._kill(s)
 
     # ---- scheduling -------------------------------------------------------------------------------
     def _dispatch(self) -> list[PoolEvent]:
@@ -143,12 +148,13 @@ class EnginePool:
         waiting = Counter(r.config_hash for r in self.pending if r.config_hash not in served)
         for cfg_hash, _ in sorted(waiting.items(), key=lambda kv: -kv[1]):
             if len(self.slots) >= self.max_engines:
+                # full: retire an idle engine nobody waits for; its slot frees once its stop returns
                 victim = next((s for s in self.slots if s.state == "idle"
                                and not any(r.config_hash == s.config_hash for r in self.pending)), None)
-                if victim is None:
-                    break
-                events.append(PoolEvent("engine_retired", slot=victim))
-                self._retire(victim)
+                if victim is not None:
+                    events.append(PoolEvent("engine_retired", slot=victim))
+                    self._retire(victim)
+                break
             engine = next(r.planned.engine for r in self.pending if r.config_hash == cfg_hash)
             events.append(self._start_engine(engine))
         # 3. idle engines with nothing left to serve retire once no more trials will come
@@ -170,25 +176,30 @@ class EnginePool:
 
     def _start_trial(self, slot: EngineSlot, run: TrialRun) -> PoolEvent:
         run.dispatched_at = time.perf_counter()
-        run.engine_start_s = slot.info["start_s"] if slot.info else None
+        run.engine_start_s = slot.info["start_wall_s"] if slot.info else None
         slot.state, slot.run = "busy", run
         slot.deadline = run.dispatched_at + self.trial_timeout_s
         slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
         return PoolEvent("trial_start", run=run, slot=slot)
 
     def _handle(self, slot: EngineSlot, ref) -> list[PoolEvent]:
+        if slot.state == "stopping":
+            self._kill(slot)
+            return []
         if slot.state == "starting":
             try:
                 slot.info = ray.get(ref)
             except Exception as e:
                 return self._engine_failed(slot, error_text(e))
             slot.state, slot.start_ref, slot.deadline = "idle", None, None
+            # what a start really costs: process spawn + imports + model load, as seen from here
+            slot.info["start_wall_s"] = time.perf_counter() - slot.started_at
             return [PoolEvent("engine_ready", slot=slot)]
         run = slot.run
         try:
             res = ray.get(ref)
         except Exception as e:  # actor died (RayActorError) or measure raised (RayTaskError)
-            self._retire(slot, graceful=False)
+            self._kill(slot)
             return [PoolEvent("trial_failed", run=run, slot=slot, error=error_text(e))]
         run.windows.append(res["metrics"])
         run.outputs.append(res["outputs"])
@@ -203,7 +214,7 @@ class EnginePool:
 
     def _engine_failed(self, slot: EngineSlot, cause: str) -> list[PoolEvent]:
         self.failed_configs[slot.config_hash] = cause
-        self._retire(slot, graceful=False)
+        self._kill(slot)
         events = [PoolEvent("engine_failed", slot=slot, error=cause)]
         for run in [r for r in self.pending if r.config_hash == slot.config_hash]:
             self.pending.remove(run)
@@ -218,20 +229,24 @@ class EnginePool:
                 continue
             if s.state == "starting":
                 events += self._engine_failed(s, f"engine start timed out after {self.start_timeout_s:g} s")
+            elif s.state == "stopping":
+                self._kill(s)
             elif s.state == "busy":
-                self._retire(s, graceful=False)
+                self._kill(s)
                 events.append(PoolEvent("trial_failed", run=s.run, slot=s,
                                         error=f"trial timed out after {self.trial_timeout_s:g} s (engine killed)"))
         return events
 
-    def _retire(self, slot: EngineSlot, graceful: bool = True) -> None:
+    def _retire(self, slot: EngineSlot) -> None:
+        """Stop an idle engine without blocking the loop: it keeps its slot (and its GPU) until the stop
+        returns or times out, then its process is killed."""
+        slot.state = "stopping"
+        slot.stop_ref = slot.actor.stop.remote()
+        slot.deadline = time.perf_counter() + 30.0
+
+    def _kill(self, slot: EngineSlot) -> None:
         if slot in self.slots:
             self.slots.remove(slot)
-        if graceful and slot.state == "idle":
-            try:
-                ray.get(slot.actor.stop.remote(), timeout=30)
-            except Exception:
-                pass
         try:
             ray.kill(slot.actor)  # a fresh process per configuration: vLLM does not free memory in-process
         except Exception:

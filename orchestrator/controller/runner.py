@@ -43,6 +43,7 @@ class RunOutcome:
     skipped: int = 0
     reused: int = 0  # adaptive samplers: a point measured before, told again without running
     engine_starts: int = 0
+    ray_init_s: float = 0.0  # part of wall_s spent connecting to / starting Ray
     interrupted: bool = False
     wall_s: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -258,7 +259,9 @@ class SweepController:
 
         import ray
 
+        t_ray = time.perf_counter()
         self.report("ray", {"connected": ensure_ray(ray_address)})
+        self.outcome.ray_init_s = time.perf_counter() - t_ray
         m = self.spec.measurement
         prompts, sampling = self.prompts, self.sampling
         pool = EnginePool(
@@ -328,7 +331,7 @@ class SweepController:
             self.report("engine_start", {"label": ev.slot.engine.method_label, "config_hash": ev.slot.config_hash})
         elif ev.kind == "engine_ready":
             ev.slot.info["environment_id"] = self.store.environment_id(ev.slot.info["fingerprint"])
-            self.report("engine_ready", {"label": ev.slot.engine.method_label, "start_s": ev.slot.info["start_s"]})
+            self.report("engine_ready", {"label": ev.slot.engine.method_label, "start_s": ev.slot.info["start_wall_s"]})
         elif ev.kind == "engine_failed":
             self.outcome.errors.append(ev.error)
             self.report("engine_failed", {"label": ev.slot.engine.method_label, "error": ev.error})
@@ -336,7 +339,7 @@ class SweepController:
             self.report("engine_retired", {"label": ev.slot.engine.method_label, "served": ev.slot.served})
         elif ev.kind == "trial_start":
             info = ev.slot.info or {}
-            self.store.mark_running(run.trial_id, info.get("environment_id"), info.get("start_s"), info.get("pid"),
+            self.store.mark_running(run.trial_id, info.get("environment_id"), run.engine_start_s, info.get("pid"),
                                     run.dispatched_at - run.queued_at)
             self.report("trial_start", self._describe(run))
         elif ev.kind == "trial_done":

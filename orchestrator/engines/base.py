@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ class EngineConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
+    @functools.cached_property
     def config_hash(self) -> str:
         """Stable hash of what the engine is started with (machine-independent: model_path excluded)."""
         d = self.to_dict()
