@@ -27,7 +27,8 @@ from .plan import PlannedTrial
 class TrialRun:
     trial_id: int  # row id in sweep_trials
     planned: PlannedTrial
-    handle: Any = None  # the controller's handle (Optuna trial)
+    params: dict[str, Any] = field(default_factory=dict)  # the point's Optuna parameters
+    handle: Any = None  # the Optuna trial when it came from ask(); None for grid points
     queued_at: float = field(default_factory=time.perf_counter)
     dispatched_at: float | None = None
     windows: list[dict] = field(default_factory=list)

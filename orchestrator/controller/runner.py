@@ -181,25 +181,35 @@ class SweepController:
                 self.store.fail_trials([r["id"]], "interrupted (controller stopped)")
 
     # ---- Optuna bookkeeping -----------------------------------------------------------------------
-    def _tell(self, run: TrialRun, summary: dict | None, error: str | None) -> None:
+    def _tell(self, run: TrialRun, summary: dict | None) -> None:
+        """Report a finished trial to Optuna: tell() for asked trials; grid points are added as finished
+        trials (no ask needed, which keeps a large grid's setup to nothing). Failed or objective-less
+        trials are FAIL. Never raises: the measurement is already stored."""
         import optuna
 
-        trial = run.handle
-        if trial is None:
-            return
+        state = optuna.trial.TrialState
+        values = objective_values(self.search, summary) if summary is not None else None
+        constraints = constraint_values(self.search, summary) if summary is not None else {}
         try:
-            if summary is None:
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if run.handle is not None:
+                trial = run.handle
+                for key, value in constraints.items():
+                    trial.set_constraint(key, value)
+                if values is None:
+                    self.study.tell(trial, state=state.FAIL)
+                else:
+                    self.study.tell(trial, values if len(values) > 1 else values[0])
                 return
-            for key, value in constraint_values(self.search, summary).items():
-                trial.set_constraint(key, value)
-            values = objective_values(self.search, summary)
-            if values is None:
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            else:
-                self.study.tell(trial, values if len(values) > 1 else values[0])
-        except Exception as e:  # the measurement is stored; a study bookkeeping error must not lose it
-            self.report("warning", {"message": f"optuna tell failed for trial {trial.number}: {e}"})
+            frozen = optuna.trial.create_trial(
+                state=state.COMPLETE if values is not None else state.FAIL, values=values, params=run.params,
+                distributions=self.space.distributions(run.params), constraints=constraints or None)
+            storage = self.study._storage
+            trial_id = storage.create_new_trial(self.study._study_id, template_trial=frozen)
+            number = storage.get_trial_number_from_id(trial_id)
+            self.store.update_trial(run.trial_id, optuna_trial_number=number)
+            self.row_of_number[number] = run.trial_id
+        except Exception as e:
+            self.report("warning", {"message": f"optuna bookkeeping failed for trial row {run.trial_id}: {e}"})
 
     def _new_run(self, trial, params: dict[str, Any], row_id: int | None = None) -> TrialRun:
         planned = self.space.planned_trial(params)
@@ -207,7 +217,7 @@ class SweepController:
             (row_id,) = self.store.add_trials(self.sweep_id, [planned.row(params)])
         self.store.update_trial(row_id, optuna_trial_number=trial.number)
         self.row_of_number[trial.number] = row_id
-        return TrialRun(trial_id=row_id, planned=planned, handle=trial)
+        return TrialRun(trial_id=row_id, planned=planned, params=params, handle=trial)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self, ray_address: str | None) -> RunOutcome:
@@ -246,8 +256,9 @@ class SweepController:
                 queue.append((r["params"], r["id"]))
             target = max(0, (self.search.n_trials or 20) - done) + len(retry)
             self.outcome.skipped = done - len(retry)
-        for params, _ in queue:
-            self.study.enqueue_trial(params, skip_if_exists=False)
+        if not grid:  # adaptive: retried points go first, through ask()
+            for params, _ in queue:
+                self.study.enqueue_trial(params, skip_if_exists=False)
 
         n_engines_hint = len({self.space.planned_trial(p).engine.config_hash for p, _ in queue}) if grid else None
         self.report("plan", {"sweep": self.name, "sweep_id": self.sweep_id, "sampler": self.search.sampler,
@@ -277,9 +288,16 @@ class SweepController:
             with _SignalGuard() as guard:
                 while True:
                     guard.check()
-                    # ask: grid -> everything at once (engine reuse); adaptive -> one per free engine slot
-                    while asked < target and (deadline is None or time.perf_counter() < deadline) and (
-                            grid or pool.in_flight < pool.max_engines):
+                    # grid: every point goes to the pool at once (engine reuse across load points)
+                    while grid and queue:
+                        params, row_id = queue.pop(0)
+                        asked += 1
+                        run = TrialRun(trial_id=row_id, planned=self.space.planned_trial(params), params=params)
+                        for ev in pool.submit(run):
+                            self._on_event(ev, pool)
+                    # adaptive: ask one trial per free engine slot
+                    while not grid and asked < target and (deadline is None or time.perf_counter() < deadline) and (
+                            pool.in_flight < pool.max_engines):
                         trial = self.study.ask()
                         params = self.space.suggest(trial)
                         asked += 1
@@ -289,13 +307,20 @@ class SweepController:
                             # measured before: tell the stored result instead of spending engine time
                             self.row_of_number[trial.number] = completed[key]["id"]
                             self._tell(TrialRun(trial_id=completed[key]["id"], planned=self.space.planned_trial(params),
-                                                handle=trial), self._stored_summary(completed[key]), None)
+                                                params=params, handle=trial), self._stored_summary(completed[key]))
                             self.outcome.reused += 1
                             continue
                         run = self._new_run(trial, params, row_id)
                         for ev in pool.submit(run):
                             self._on_event(ev, pool)
-                    if asked >= target or (deadline is not None and time.perf_counter() >= deadline):
+                    if deadline is not None and time.perf_counter() >= deadline and not pool.closing:
+                        # wall-clock budget spent: running trials finish, nothing new starts
+                        if pool.pending:
+                            self.report("warning", {"message": f"search.timeout_s reached: {len(pool.pending)} trials "
+                                                               f"left PENDING (run again to continue)"})
+                        pool.pending.clear()
+                        pool.closing = True
+                    if asked >= target:
                         pool.closing = True
                     if not pool.busy:
                         break
@@ -307,8 +332,9 @@ class SweepController:
             for ev in pool.interrupt("interrupted"):
                 self._on_event(ev, pool)
             for run in pool.pending:
-                self.store.update_trial(run.trial_id, state="PENDING")
-                self._tell(run, None, "interrupted")
+                self.store.update_trial(run.trial_id, state="PENDING")  # never started: runs on resume
+                if run.handle is not None:
+                    self._tell(run, None)
             self.outcome.interrupted = True
             self.outcome.engine_starts = pool.engine_starts
             self.store.set_sweep_status(self.sweep_id, "interrupted")
@@ -347,12 +373,12 @@ class SweepController:
             ok = feasible(self.search, summary) if self.search.constraints else None
             self.store.complete_trial(run.trial_id, run.windows, summary,
                                       {"warmup_s": run.warmup_s, "measure_s": run.measure_s}, run.outputs, feasible=ok)
-            self._tell(run, summary, None)
+            self._tell(run, summary)
             self.outcome.completed += 1
             self.report("trial_done", dict(self._describe(run), summary=summary))
         elif ev.kind == "trial_failed":
             self.store.fail_trials([run.trial_id], ev.error)
-            self._tell(run, None, ev.error)
+            self._tell(run, None)
             self.outcome.failed += 1
             self.outcome.errors.append(ev.error)
             self.report("trial_failed", dict(self._describe(run), error=ev.error))

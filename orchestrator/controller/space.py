@@ -71,6 +71,16 @@ class SearchSpace:
                     out.append({"method": point.label, **method_params, **eng, "concurrency": conc})
         return out
 
+    def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Optuna distributions of the parameters of one point (for trials added without ask())."""
+        from optuna.distributions import CategoricalDistribution
+
+        choices: dict[str, list[Any]] = {"method": self.labels, "concurrency": self.concurrencies, **self.engine_choices}
+        label = params["method"]
+        for k, vals in self.swept_method_params(label).items():
+            choices[f"{label}:{k}"] = vals
+        return {k: CategoricalDistribution(choices[k]) for k in params}
+
     def method_point(self, params: dict[str, Any]) -> MethodPoint:
         label = params["method"]
         swept = self.swept_method_params(label)
