@@ -71,8 +71,9 @@ class PoolEvent:
 
 class EnginePool:
     def __init__(self, actor_cls, *, max_engines: int, repeats: int, start_timeout_s: float, trial_timeout_s: float,
-                 measure_args: Callable[[TrialRun], tuple]):
+                 measure_args: Callable[[TrialRun], tuple], actor_args: tuple = ()):
         self.actor_cls = actor_cls
+        self.actor_args = actor_args  # passed to every actor after its engine config (the workload)
         self.max_engines = max_engines
         self.repeats = repeats
         self.start_timeout_s = start_timeout_s
@@ -167,7 +168,7 @@ class EnginePool:
         return events
 
     def _start_engine(self, engine: EngineConfig) -> PoolEvent:
-        actor = self.actor_cls.remote(engine.to_dict())
+        actor = self.actor_cls.remote(engine.to_dict(), *self.actor_args)
         slot = EngineSlot(engine=engine, actor=actor, state="starting", started_at=time.perf_counter(),
                           deadline=time.perf_counter() + self.start_timeout_s)
         slot.start_ref = actor.start.remote()

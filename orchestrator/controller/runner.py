@@ -278,7 +278,8 @@ class SweepController:
         pool = EnginePool(
             _engine_actor_class(self.loaded), max_engines=_max_engines(self.loaded), repeats=m.repeats,
             start_timeout_s=self.spec.engine.start_timeout_s, trial_timeout_s=m.trial_timeout_s,
-            measure_args=lambda run: (prompts, sampling, run.planned.concurrency, m.warmup_requests, m.request_timeout_s),
+            measure_args=lambda run: (run.planned.concurrency, m.warmup_requests, m.request_timeout_s),
+            actor_args=(ray.put(prompts), sampling),
         )
         self.report("pool", {"max_engines": pool.max_engines})
         queued_rows = [rid for _, rid in queue]

@@ -148,6 +148,7 @@ SELECT
   t.concurrency,
   t.max_num_seqs,
   t.max_num_batched_tokens,
+  t.params,
   {_METRICS_SELECT},
   m.repeats,
   m.failed_requests,
