@@ -9,6 +9,7 @@ trials under a RandomSampler instead.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import optuna
@@ -18,6 +19,7 @@ from ..spec import LoadedSpec
 from ..spec.models import SearchSpec
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 def make_sampler(search: SearchSpec) -> optuna.samplers.BaseSampler:
@@ -27,7 +29,9 @@ def make_sampler(search: SearchSpec) -> optuna.samplers.BaseSampler:
     if s == "tpe":
         return optuna.samplers.TPESampler(seed=search.seed, multivariate=True, group=True, constant_liar=True)
     if s == "gp":
-        return optuna.samplers.GPSampler(seed=search.seed)
+        # GP has no conditional spaces: a method's own parameters are drawn at random when the method
+        # changes between trials (Optuna warns on each); the method, batch settings and load are modelled.
+        return optuna.samplers.GPSampler(seed=search.seed, warn_independent_sampling=False)
     if s == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=search.seed)
     raise ValueError(f"unknown sampler {s!r}")
