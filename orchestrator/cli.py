@@ -51,11 +51,28 @@ def _load(spec_path: str):
 
 @app.command()
 def validate(spec: str = typer.Argument(..., help="Sweep spec YAML file")) -> None:
-    """Check a spec without starting anything."""
+    """Check a spec, and the drafters and target where their files are local, without starting anything."""
     loaded = _load(spec)
     from .controller.plan import build_plan
+    from .methods.checks import check_methods
+    from .models import DEMO_ALIASES, ModelError, resolve_model
 
-    plan = build_plan(loaded, loaded.spec.target.model)
+    target = loaded.spec.target.model
+    if loaded.spec.engine.backend == "vllm":
+        try:
+            target = resolve_model(target) if target not in DEMO_ALIASES else str(resolve_model(target))
+        except ModelError as e:
+            err_console.print(f"[red]error:[/] {spec}: target.model: {e}")
+            raise typer.Exit(EXIT_BAD_INPUT)
+    try:
+        notes = check_methods(loaded, target if loaded.spec.engine.backend == "vllm" else None)
+    except SpecError as e:
+        for issue in e.issues:
+            err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    for note in notes:
+        console.print(f"note: {note}")
+    plan = build_plan(loaded, target)
     engines = len({t.engine.config_hash for t in plan})
     search = loaded.spec.search
     if search.sampler == "grid":
@@ -97,6 +114,8 @@ def run(
         elif event == "engine_retired":
             if not console.is_terminal:
                 console.print(f"engine {d['label']} retired after {d['served']} trials")
+        elif event == "note":
+            console.print(f"note: {d['message']}")
         elif event == "warning":
             err_console.print(f"[yellow]warning:[/] {d['message']}")
         elif event == "ray":
@@ -116,7 +135,8 @@ def run(
             s = d["summary"]
             k = "" if d["k"] is None else f" K={d['k']}"
             al = "" if s["acceptance_length"] is None else f", AL {s['acceptance_length']:.2f}"
-            console.print(f"  {d['label']}{k} @ concurrency {d['concurrency']}: {s['output_tok_s']:.1f} out tok/s{al}")
+            console.print(f"  {d['label']}{k} {d['dataset']} @ concurrency {d['concurrency']}: "
+                          f"{s['output_tok_s']:.1f} out tok/s{al}")
             progress.advance(task["id"])
         elif event == "trial_failed":
             k = "" if d["k"] is None else f" K={d['k']}"

@@ -15,6 +15,7 @@ TABLE_COLUMNS = [
     ("trial", "#", "{}"),
     ("label", "method", "{}"),
     ("num_speculative_tokens", "K", "{}"),
+    ("dataset", "dataset", "{}"),
     ("concurrency", "conc", "{}"),
     ("output_tok_s", "out tok/s", "{:.1f}"),
     ("req_s", "req/s", "{:.2f}"),
@@ -47,7 +48,7 @@ def results_table(rows: list[dict], title: str = "") -> Table:
         title += "  [bold red](backend=fake: simulated, not a measurement)[/]"
     table = Table(title=title, show_lines=False)
     for _, header, _ in TABLE_COLUMNS:
-        table.add_column(header, justify="left" if header in ("method", "state") else "right")
+        table.add_column(header, justify="left" if header in ("method", "dataset", "state") else "right")
     for r in rows:
         cells = [_fmt(r.get(col), fmt) for col, _, fmt in TABLE_COLUMNS]
         style = "red" if r.get("state") == "FAIL" else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.base import EngineConfig, SamplingSettings
@@ -16,6 +16,8 @@ class PlannedTrial:
     point: MethodPoint
     engine: EngineConfig
     concurrency: int
+    dataset: str
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def row(self, params: dict[str, Any]) -> dict[str, Any]:
         """Columns of the sweep_trials row for this trial (`params`: its Optuna parameters)."""
@@ -28,8 +30,10 @@ class PlannedTrial:
             "method": self.point.method,
             "backend": self.engine.backend,
             "num_speculative_tokens": self.point.num_speculative_tokens,
-            "method_params": self.point.params,
+            "method_params": {**self.point.params, **self.point.derived, **self.point.facts},
             "concurrency": self.concurrency,
+            "dataset": self.dataset,
+            "chat_template_kwargs": self.chat_template_kwargs,
             "engine_config": self.engine.to_dict(),
             "engine_config_hash": self.engine.config_hash,
             "model": self.engine.model,
@@ -82,7 +86,16 @@ def build_plan(loaded: LoadedSpec, model_path: str) -> list[PlannedTrial]:
     return [space.planned_trial(p) for p in space.grid()]
 
 
+def chat_template_kwargs(loaded: LoadedSpec) -> dict[str, Any]:
+    """The target's chat-template arguments, with Qwen3's thinking mode OFF unless the spec says otherwise:
+    the published Qwen3 drafters were trained without thinking traces (acceptance halves with it on)."""
+    kwargs = dict(loaded.spec.target.chat_template_kwargs)
+    if "qwen3" in loaded.spec.target.model.lower():
+        kwargs.setdefault("enable_thinking", False)
+    return kwargs
+
+
 def sampling_settings(loaded: LoadedSpec) -> SamplingSettings:
     w = loaded.spec.workload
     return SamplingSettings(max_tokens=w.max_tokens, temperature=w.temperature, top_p=w.top_p, seed=w.seed,
-                            ignore_eos=w.ignore_eos, chat_template_kwargs=dict(loaded.spec.target.chat_template_kwargs))
+                            ignore_eos=w.ignore_eos, chat_template_kwargs=chat_template_kwargs(loaded))

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..datasets import load_prompts
 from ..engines.vllm_backend import vllm_env
 from ..errors import SpecError, SpecIssue
+from ..methods.checks import check_methods
 from ..metrics import median_over_repeats
 from ..models import resolve_model
 from ..paths import cache_dir
@@ -160,11 +161,17 @@ class SweepController:
                                        f"a different spec; use --new-name NAME to start a new sweep. Changed:\n  "
                                        + "\n  ".join(diff))])
         w = spec.workload
-        try:
-            self.prompts = load_prompts(w.dataset, num_prompts=w.num_prompts, path=w.path, shuffle_seed=w.shuffle_seed)
-        except ValueError as e:
-            raise SpecError([SpecIssue(self.loaded.path, None, "workload.dataset", str(e))]) from None
+        self.prompts = {}
+        for ds in w.datasets:
+            try:
+                self.prompts[ds] = load_prompts(ds, num_prompts=w.num_prompts, path=w.path_for(ds),
+                                                shuffle_seed=w.shuffle_seed, input_len=w.random_input_len)
+            except ValueError as e:
+                raise SpecError([self.loaded.issue(("workload", "dataset"), str(e))]) from None
         model_path = resolve_model(spec.target.model) if spec.engine.backend == "vllm" else spec.target.model
+        self.notes = check_methods(self.loaded, model_path if spec.engine.backend == "vllm" else None)
+        for note in self.notes:
+            self.report("note", {"message": note})
         self.space = SearchSpace(self.loaded, model_path)
         self.sampling = sampling_settings(self.loaded)
         if existing:
@@ -278,7 +285,8 @@ class SweepController:
         pool = EnginePool(
             _engine_actor_class(self.loaded), max_engines=_max_engines(self.loaded), repeats=m.repeats,
             start_timeout_s=self.spec.engine.start_timeout_s, trial_timeout_s=m.trial_timeout_s,
-            measure_args=lambda run: (run.planned.concurrency, m.warmup_requests, m.request_timeout_s),
+            measure_args=lambda run: (run.planned.dataset, run.planned.concurrency, m.warmup_requests,
+                                      m.request_timeout_s),
             actor_args=(ray.put(prompts), sampling),
         )
         self.report("pool", {"max_engines": pool.max_engines})
@@ -387,7 +395,7 @@ class SweepController:
     @staticmethod
     def _describe(run: TrialRun) -> dict:
         return {"trial_id": run.trial_id, "label": run.planned.point.label, "k": run.planned.point.num_speculative_tokens,
-                "concurrency": run.planned.concurrency}
+                "concurrency": run.planned.concurrency, "dataset": run.planned.dataset}
 
     def _finish(self) -> None:
         try:

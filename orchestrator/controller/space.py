@@ -4,6 +4,7 @@ Optuna parameters:
   method                      categorical over method labels
   <label>:<param>             categorical over a method's swept values (only for swept parameters)
   max_num_seqs, max_num_batched_tokens   categorical, when swept in `space`
+  dataset                     categorical over workload.dataset (a load point: no engine restart)
   concurrency                 categorical over space.concurrency
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from ..methods import MethodPoint
 from ..spec import LoadedSpec
-from .plan import PlannedTrial, engine_config
+from .plan import PlannedTrial, chat_template_kwargs, engine_config
 
 ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens")
 
@@ -48,6 +49,10 @@ class SearchSpace:
     def concurrencies(self) -> list[int]:
         return list(self.loaded.spec.space.concurrency)
 
+    @property
+    def datasets(self) -> list[str]:
+        return self.loaded.spec.workload.datasets
+
     def suggest(self, trial) -> dict[str, Any]:
         """Ask an Optuna trial for one point (define-by-run; conditional on the method)."""
         params: dict[str, Any] = {"method": trial.suggest_categorical("method", self.labels)}
@@ -56,6 +61,7 @@ class SearchSpace:
             params[name] = trial.suggest_categorical(name, vals)
         for k, vals in self.engine_choices.items():
             params[k] = trial.suggest_categorical(k, vals)
+        params["dataset"] = trial.suggest_categorical("dataset", self.datasets)
         params["concurrency"] = trial.suggest_categorical("concurrency", self.concurrencies)
         return params
 
@@ -67,15 +73,17 @@ class SearchSpace:
             swept = self.swept_method_params(point.label)
             method_params = {f"{point.label}:{k}": point.params[k] for k in swept}
             for eng in engine_combos:
-                for conc in self.concurrencies:
-                    out.append({"method": point.label, **method_params, **eng, "concurrency": conc})
+                for ds in self.datasets:
+                    for conc in self.concurrencies:
+                        out.append({"method": point.label, **method_params, **eng, "dataset": ds, "concurrency": conc})
         return out
 
     def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
         """Optuna distributions of the parameters of one point (for trials added without ask())."""
         from optuna.distributions import CategoricalDistribution
 
-        choices: dict[str, list[Any]] = {"method": self.labels, "concurrency": self.concurrencies, **self.engine_choices}
+        choices: dict[str, list[Any]] = {"method": self.labels, "concurrency": self.concurrencies,
+                                         "dataset": self.datasets, **self.engine_choices}
         label = params["method"]
         for k, vals in self.swept_method_params(label).items():
             choices[f"{label}:{k}"] = vals
@@ -93,4 +101,5 @@ class SearchSpace:
         point = self.method_point(params)
         overrides = {k: params[k] for k in ENGINE_KEYS if k in params}
         cfg = engine_config(self.loaded, point, self.model_path, overrides)
-        return PlannedTrial(point=point, engine=cfg, concurrency=int(params["concurrency"]))
+        return PlannedTrial(point=point, engine=cfg, concurrency=int(params["concurrency"]), dataset=params["dataset"],
+                            chat_template_kwargs=chat_template_kwargs(self.loaded))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -18,7 +18,7 @@ class Prompt:
     id: str
     messages: tuple[dict, ...]  # chat messages [{role, content}], rendered with the target's chat template
     category: str = ""
-    meta: dict = field(default_factory=dict, compare=False, hash=False)
+    input_len: int | None = None  # `random` prompts: this many random token ids, no chat template
 
 
 Loader = Callable[..., list[Prompt]]
@@ -37,12 +37,13 @@ def known_datasets() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def load_prompts(name: str, *, num_prompts: int, path: str | None = None, shuffle_seed: int | None = None) -> list[Prompt]:
+def load_prompts(name: str, *, num_prompts: int, path: str | None = None, shuffle_seed: int | None = None,
+                 **options) -> list[Prompt]:
     """Load `num_prompts` prompts. If the source has fewer, prompts are NOT cycled: fewer are returned
     (cycling repeats prompts, which inflates throughput under prefix caching)."""
     if name not in _REGISTRY:
         raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(known_datasets())}")
-    prompts = _REGISTRY[name](path=path)
+    prompts = _REGISTRY[name](path=path, **options)
     if not prompts:
         raise DatasetError(f"dataset {name!r} has no prompts" + (f" ({path})" if path else ""))
     if shuffle_seed is not None:

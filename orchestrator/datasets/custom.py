@@ -8,7 +8,7 @@ from .base import DatasetError, Prompt, register, read_jsonl_prompts
 
 
 @register("custom")
-def load_custom(path: str | None = None) -> list[Prompt]:
+def load_custom(path: str | None = None, **_) -> list[Prompt]:
     if not path:
         raise DatasetError("dataset 'custom' needs workload.path: a JSONL file with a 'prompt' field per line")
     p = Path(path)

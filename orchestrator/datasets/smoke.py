@@ -10,5 +10,5 @@ SMOKE_FILE = Path(__file__).with_name("smoke.jsonl")
 
 
 @register("smoke")
-def load_smoke(path: str | None = None) -> list[Prompt]:
+def load_smoke(path: str | None = None, **_) -> list[Prompt]:
     return read_jsonl_prompts(SMOKE_FILE, "smoke")

@@ -22,11 +22,11 @@ from .registry import make_backend
 class EngineActor:
     """Plain class; the controller wraps it with ray.remote(...) and resource options."""
 
-    def __init__(self, config: dict[str, Any], prompts: list[Prompt], sampling: SamplingSettings):
+    def __init__(self, config: dict[str, Any], prompts: dict[str, list[Prompt]], sampling: SamplingSettings):
         # The workload is fixed for the sweep: sent once here, not with every measurement call.
         self.config = EngineConfig(**config)
         self.backend = make_backend(self.config)
-        self.prompts = prompts
+        self.prompts = prompts  # dataset name -> prompts
         self.sampling = sampling
         self.windows = 0
 
@@ -43,9 +43,11 @@ class EngineActor:
         fingerprint = collect_fingerprint({"engine": describe, "backend": self.config.backend})
         return {"start_s": start_s, "describe": describe, "fingerprint": fingerprint, "pid": os.getpid()}
 
-    async def measure(self, concurrency: int, warmup_requests: int, request_timeout_s: float) -> dict[str, Any]:
-        """Warm up (discarded), then one measurement window; returns its metrics and per-request outputs."""
-        prompts, sampling = self.prompts, self.sampling
+    async def measure(self, dataset: str, concurrency: int, warmup_requests: int,
+                      request_timeout_s: float) -> dict[str, Any]:
+        """Warm up (discarded), then one measurement window over `dataset`; returns its metrics and
+        per-request outputs."""
+        prompts, sampling = self.prompts[dataset], self.sampling
         tag = f"w{self.windows}"
         self.windows += 1
         t0 = time.perf_counter()

@@ -7,7 +7,10 @@ import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+if TYPE_CHECKING:
+    from ..datasets import Prompt
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,9 @@ class EngineBackend(abc.ABC):
         """Load the model; raise EngineStartError with the cause on failure."""
 
     @abc.abstractmethod
-    def generate(self, request_id: str, messages: list[dict], sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
-        """Stream the completion of one chat prompt (chat template applied by the backend)."""
+    def generate(self, request_id: str, prompt: "Prompt", sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
+        """Stream the completion of one prompt: chat messages (the backend applies the chat template) or,
+        for `random` prompts, `prompt.input_len` random token ids seeded by the prompt id."""
 
     @abc.abstractmethod
     def spec_counters(self) -> SpecCounters:

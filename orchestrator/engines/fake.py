@@ -96,8 +96,8 @@ class FakeBackend(EngineBackend):
                     still.append(r)
             self._running = still
 
-    async def generate(self, request_id: str, messages: list[dict], sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
-        text = "\n".join(str(m.get("content", "")) for m in messages)
+    async def generate(self, request_id: str, prompt, sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
+        text = prompt.id + "\n" + "\n".join(str(m.get("content", "")) for m in prompt.messages)
         digest = hashlib.sha256(text.encode()).digest()
         # Output length depends on the prompt (or max_tokens with ignore_eos), never on the method.
         n_out = sampling.max_tokens if sampling.ignore_eos else max(1, min(sampling.max_tokens, 8 + digest[0] % 120))

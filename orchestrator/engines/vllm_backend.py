@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 from typing import Any, AsyncIterator
 
 from .base import EngineBackend, EngineStartError, SamplingSettings, SpecCounters, TokenChunk
@@ -76,12 +77,23 @@ class VllmBackend(EngineBackend):
         except Exception as e:
             raise EngineStartError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
 
-    def render(self, messages: list[dict], sampling: SamplingSettings) -> str:
+    def render(self, prompt, sampling: SamplingSettings):
+        """Chat prompt -> text with the target's chat template; `random` prompt -> token ids."""
+        if prompt.input_len:
+            rng = random.Random(prompt.id)
+            special = set(getattr(self.tokenizer, "all_special_ids", []) or [])
+            vocab = len(self.tokenizer)
+            ids: list[int] = []
+            while len(ids) < prompt.input_len:
+                t = rng.randrange(vocab)
+                if t not in special:
+                    ids.append(t)
+            return {"prompt_token_ids": ids}
         return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, **sampling.chat_template_kwargs
+            list(prompt.messages), tokenize=False, add_generation_prompt=True, **sampling.chat_template_kwargs
         )
 
-    async def generate(self, request_id: str, messages: list[dict], sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
+    async def generate(self, request_id: str, prompt, sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -93,8 +105,7 @@ class VllmBackend(EngineBackend):
             ignore_eos=sampling.ignore_eos,
             output_kind=RequestOutputKind.DELTA,
         )
-        prompt = self.render(messages, sampling)
-        async for out in self.engine.generate(prompt, params, request_id):
+        async for out in self.engine.generate(self.render(prompt, sampling), params, request_id):
             comp = out.outputs[0]
             yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason)
 

@@ -75,12 +75,12 @@ class WindowResult:
         return self.end - self.start
 
 
-async def _one_request(engine: EngineBackend, request_id: str, prompt_id: str, messages, sampling: SamplingSettings,
+async def _one_request(engine: EngineBackend, request_id: str, prompt: Prompt, sampling: SamplingSettings,
                        timeout_s: float) -> RequestRecord:
-    rec = RequestRecord(prompt_id=prompt_id, start=time.perf_counter())
+    rec = RequestRecord(prompt_id=prompt.id, start=time.perf_counter())
 
     async def consume():
-        async for chunk in engine.generate(request_id, list(messages), sampling):
+        async for chunk in engine.generate(request_id, prompt, sampling):
             now = time.perf_counter()
             if chunk.token_ids:
                 rec.chunk_times.append(now)
@@ -114,7 +114,7 @@ async def run_closed_loop(engine: EngineBackend, prompts: list[Prompt], sampling
                 i, p = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            records[i] = await _one_request(engine, f"{tag}-{i}", p.id, p.messages, sampling, timeout_s)
+            records[i] = await _one_request(engine, f"{tag}-{i}", p, sampling, timeout_s)
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))

@@ -56,15 +56,22 @@ class Param:
 
 @dataclass(frozen=True)
 class MethodPoint:
-    """One fully specified method configuration (no lists left)."""
+    """One fully specified method configuration (no lists left).
+
+    `params` are what the user wrote (the swept values); `derived` are values that follow from them
+    (DFlash K from block_size); `facts` are read from the drafter at check time (block size,
+    sample_from_anchor) and recorded with the trial."""
 
     label: str
     method: str
     params: dict[str, Any] = field(default_factory=dict)
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    facts: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def num_speculative_tokens(self) -> int | None:
-        return self.params.get("num_speculative_tokens")
+        k = self.params.get("num_speculative_tokens", self.derived.get("num_speculative_tokens"))
+        return k if k is not None else self.facts.get("num_speculative_tokens")
 
 
 class Method:
@@ -101,12 +108,17 @@ class Method:
         points = []
         for combo in itertools.product(*(choices[n] for n in names)):
             params = dict(zip(names, combo))
-            self.validate_point(params)
-            points.append(MethodPoint(label=label, method=self.name, params=params))
+            derived = self.validate_point(params) or {}
+            points.append(MethodPoint(label=label, method=self.name, params=params, derived=derived))
         return points
 
-    def validate_point(self, params: dict[str, Any]) -> None:
-        """Cross-parameter checks for one point. Override in methods that need them."""
+    def validate_point(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Cross-parameter checks for one point; returns derived values. Override where needed."""
+        return None
+
+    def check(self, point: MethodPoint, ctx) -> None:
+        """Checks against the drafter's files and the installed vLLM (methods.drafter.CheckContext), run
+        before any engine starts. Raise MethodError; record what was read in point.facts."""
 
     def speculative_config(self, point: MethodPoint) -> dict[str, Any] | None:
         """vLLM `speculative_config` for this point (None = no speculation)."""

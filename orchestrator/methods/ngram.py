@@ -18,7 +18,7 @@ class Ngram(Method):
         "prompt_lookup_min": Param(int, "shortest n-gram matched in the prompt", default=1, ge=1, le=16, sweepable=True),
     }
 
-    def validate_point(self, params: dict[str, Any]) -> None:
+    def validate_point(self, params: dict[str, Any]) -> None:  # noqa: D102
         if params["prompt_lookup_min"] > params["prompt_lookup_max"]:
             raise MethodError(
                 "prompt_lookup_min",

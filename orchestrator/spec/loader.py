@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,11 @@ class LoadedSpec:
     path: str
     spec_hash: str  # sha256 of the canonical JSON of the validated spec
     method_points: list[MethodPoint]
+    lines: dict[tuple, int] = field(default_factory=dict)  # key path -> line, for later checks' messages
+
+    def issue(self, loc: tuple, message: str) -> SpecIssue:
+        """A SpecIssue at `loc` (a key path) in this spec's file."""
+        return SpecIssue(self.path, _line_for(self.lines, loc), ".".join(map(str, loc)), message)
 
 
 def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
@@ -129,4 +134,5 @@ def load_spec(path: str | Path) -> LoadedSpec:
         raise SpecError(issues)
 
     canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return LoadedSpec(spec=spec, path=fname, spec_hash=hashlib.sha256(canonical.encode()).hexdigest(), method_points=points)
+    return LoadedSpec(spec=spec, path=fname, spec_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+                      method_points=points, lines=lines)

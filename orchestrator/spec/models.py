@@ -69,8 +69,10 @@ class EngineSpec(_Strict):
 class WorkloadSpec(_Strict):
     """Prompts and sampling settings (identical for every method)."""
 
-    dataset: str = "smoke"
-    path: str | None = Field(None, description="local file for datasets that read one (custom)")
+    dataset: str | list[str] = Field("smoke", description="one dataset, or a list: each is a load point")
+    path: str | None = Field(None, description="local file for the dataset (custom; or a local copy of a benchmark)")
+    paths: dict[str, str] = Field(default_factory=dict, description="local file per dataset name, for several")
+    random_input_len: int = Field(128, gt=0, description="prompt length in tokens for dataset `random`")
     num_prompts: int = Field(16, gt=0)
     shuffle_seed: int | None = None
     max_tokens: int = Field(128, gt=0)
@@ -78,6 +80,21 @@ class WorkloadSpec(_Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int = 0
     ignore_eos: bool = False
+
+
+    @property
+    def datasets(self) -> list[str]:
+        return [self.dataset] if isinstance(self.dataset, str) else list(self.dataset)
+
+    def path_for(self, dataset: str) -> str | None:
+        return self.paths.get(dataset) or (self.path if len(self.datasets) == 1 else None)
+
+    @field_validator("dataset")
+    @classmethod
+    def _datasets(cls, v: str | list[str]) -> str | list[str]:
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError(f"give one dataset or a non-empty list of distinct datasets, got {v}")
+        return v
 
 
 class SpaceSpec(_Strict):

@@ -60,6 +60,8 @@ sweep_trials = Table(
     Column("point_key", String(512), nullable=False),  # canonical JSON of params: identity of the point
     Column("optuna_trial_number", Integer),
     Column("concurrency", Integer, nullable=False),
+    Column("dataset", String(120), nullable=False),
+    Column("chat_template_kwargs", JSON),  # as applied (Qwen3: enable_thinking false unless the spec says)
     Column("max_num_seqs", Integer),
     Column("max_num_batched_tokens", Integer),
     Column("engine_config", JSON, nullable=False),
@@ -145,6 +147,7 @@ SELECT
   t.method,
   t.backend,
   t.num_speculative_tokens,
+  t.dataset,
   t.concurrency,
   t.max_num_seqs,
   t.max_num_batched_tokens,

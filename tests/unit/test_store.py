@@ -12,7 +12,7 @@ from orchestrator.store import Store, display_url, normalize_url
 
 def _trial_row(label="ngram", k=3, conc=1):
     params = {"method": label, "concurrency": conc}
-    return {"method_label": label, "method": label, "backend": "fake", "num_speculative_tokens": k,
+    return {"method_label": label, "method": label, "backend": "fake", "num_speculative_tokens": k, "dataset": "smoke",
             "params": params, "point_key": str(sorted(params.items())),
             "method_params": {"num_speculative_tokens": k}, "concurrency": conc, "engine_config": {"x": 1},
             "engine_config_hash": "abc", "model": "m", "model_path": "/m", "drafter": None}
