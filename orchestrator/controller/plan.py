@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,9 +91,22 @@ def chat_template_kwargs(loaded: LoadedSpec) -> dict[str, Any]:
     """The target's chat-template arguments, with Qwen3's thinking mode OFF unless the spec says otherwise:
     the published Qwen3 drafters were trained without thinking traces (acceptance halves with it on)."""
     kwargs = dict(loaded.spec.target.chat_template_kwargs)
-    if "qwen3" in loaded.spec.target.model.lower():
+    if is_qwen3(loaded.spec.target.model):
         kwargs.setdefault("enable_thinking", False)
     return kwargs
+
+
+def is_qwen3(model: str) -> bool:
+    """A Qwen3 target: from a local folder's config.json, else from the hub id's name."""
+    cfg_file = Path(model).expanduser() / "config.json"
+    if cfg_file.is_file():
+        try:
+            cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return False
+        return str(cfg.get("model_type", "")).startswith("qwen3") or any(
+            a.startswith("Qwen3") for a in cfg.get("architectures") or [])
+    return model.rstrip("/").split("/")[-1].lower().startswith("qwen3")
 
 
 def sampling_settings(loaded: LoadedSpec) -> SamplingSettings:

