@@ -38,15 +38,20 @@ def _open_store(url: str):
         raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def _refuse(e: SpecError) -> None:
+    """Print every issue of a refused spec (file:line: field: what is allowed) and exit 2."""
+    for issue in e.issues:
+        err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
 def _load(spec_path: str):
     from .spec import load_spec
 
     try:
         return load_spec(spec_path)
     except SpecError as e:
-        for issue in e.issues:
-            err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _refuse(e)
 
 
 @app.command()
@@ -55,21 +60,19 @@ def validate(spec: str = typer.Argument(..., help="Sweep spec YAML file")) -> No
     loaded = _load(spec)
     from .controller.plan import build_plan
     from .methods.checks import check_methods
-    from .models import DEMO_ALIASES, ModelError, resolve_model
+    from .models import ModelError, resolve_model
 
     target = loaded.spec.target.model
     if loaded.spec.engine.backend == "vllm":
         try:
-            target = resolve_model(target) if target not in DEMO_ALIASES else str(resolve_model(target))
+            target = resolve_model(target)  # the demo alias is prepared: its config is needed for the checks
         except ModelError as e:
             err_console.print(f"[red]error:[/] {spec}: target.model: {e}")
             raise typer.Exit(EXIT_BAD_INPUT)
     try:
         notes = check_methods(loaded, target if loaded.spec.engine.backend == "vllm" else None)
     except SpecError as e:
-        for issue in e.issues:
-            err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _refuse(e)
     for note in notes:
         console.print(f"note: {note}")
     plan = build_plan(loaded, target)
@@ -150,9 +153,7 @@ def run(
             outcome = run_sweep(loaded, st, ray_address=ray_address, report=report, retry_failed=retry_failed,
                                 new_name=new_name)
     except SpecError as e:
-        for issue in e.issues:
-            err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _refuse(e)
     except ModelError as e:
         err_console.print(f"[red]error:[/] {spec}: target.model: {e}")
         raise typer.Exit(EXIT_BAD_INPUT)

