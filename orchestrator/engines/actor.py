@@ -62,7 +62,7 @@ class EngineActor:
         outputs = [
             {
                 "prompt_id": r.prompt_id, "ok": r.ok, "error": r.error, "finish_reason": r.finish_reason,
-                "output_tokens": r.num_output_tokens,
+                "output_tokens": r.num_output_tokens, "prompt_tokens": r.prompt_tokens,
                 "ttft_ms": None if r.ttft is None else r.ttft * 1000, "e2e_ms": None if r.e2e is None else r.e2e * 1000,
                 "output_text": r.output_text, "output_token_ids": r.output_token_ids,
             }

@@ -59,6 +59,7 @@ class TokenChunk:
     text: str
     finished: bool = False
     finish_reason: str | None = None
+    prompt_tokens: int | None = None  # prompt length as the engine tokenised it (first chunk)
 
 
 @dataclass

@@ -107,7 +107,9 @@ class VllmBackend(EngineBackend):
         )
         async for out in self.engine.generate(self.render(prompt, sampling), params, request_id):
             comp = out.outputs[0]
-            yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason)
+            n_prompt = len(out.prompt_token_ids) if out.prompt_token_ids is not None else None
+            yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason,
+                             prompt_tokens=n_prompt)
 
     def spec_counters(self) -> SpecCounters:
         from vllm.v1.metrics.reader import Counter, Vector, get_metrics_snapshot

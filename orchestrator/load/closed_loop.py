@@ -33,6 +33,7 @@ class RequestRecord:
     output_text: str = ""
     end: float | None = None
     finish_reason: str | None = None
+    prompt_tokens: int | None = None
     error: str | None = None
 
     @property
@@ -87,6 +88,8 @@ async def _one_request(engine: EngineBackend, request_id: str, prompt: Prompt, s
                 rec.chunk_sizes.append(len(chunk.token_ids))
                 rec.output_token_ids.extend(chunk.token_ids)
             rec.output_text += chunk.text
+            if rec.prompt_tokens is None and chunk.prompt_tokens is not None:
+                rec.prompt_tokens = chunk.prompt_tokens
             if chunk.finished:
                 rec.finish_reason = chunk.finish_reason
 

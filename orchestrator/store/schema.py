@@ -129,6 +129,7 @@ sweep_request_outputs = Table(
     Column("error", Text),
     Column("finish_reason", String(32)),
     Column("output_tokens", Integer, nullable=False),
+    Column("prompt_tokens", Integer),  # as the engine tokenised the prompt (chat template applied)
     Column("ttft_ms", Float),
     Column("e2e_ms", Float),
     Column("output_text", Text),

@@ -19,7 +19,7 @@ TINY = ROOT / "sweeps" / "smoke-tiny.yaml"
 
 
 def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int]):
-    rows = st.trial_results(sweep)
+    rows = [r for r in st.trial_results(sweep) if r["dataset"] == "smoke"]
     assert {(r["method"], r["concurrency"]) for r in rows} == {(m, c) for m in ("baseline", "ngram") for c in concurrencies}
     assert all(r["state"] == "COMPLETE" and r["backend"] == "vllm" for r in rows), [(r["state"], r["error"]) for r in rows]
     for r in rows:
@@ -51,8 +51,16 @@ def test_smoke_sweep_sqlite(ray_session, sqlite_url):
 
 def test_smoke_sweep_postgres_via_cli(ray_session, pg_url, tmp_path):
     spec = tmp_path / "pg.yaml"
-    spec.write_text(TINY.read_text().replace("concurrency: [1, 3]", "concurrency: [2]"))
+    # two datasets as load points of the same engines: smoke (chat) and random (token ids, fixed lengths)
+    spec.write_text(TINY.read_text().replace("concurrency: [1, 3]", "concurrency: [2]")
+                    .replace("dataset: smoke", "dataset: [smoke, random]\n  random_input_len: 40\n  ignore_eos: false"))
     res = CliRunner().invoke(app, ["run", str(spec), "--store", pg_url])
     assert res.exit_code == 0, res.output
     assert "ngram" in res.output and "baseline" in res.output
-    check_smoke_rows(Store(pg_url), "smoke-tiny", [2])
+    st = Store(pg_url)
+    check_smoke_rows(st, "smoke-tiny", [2])
+    rnd = [r for r in st.trial_results("smoke-tiny") if r["dataset"] == "random"]
+    assert len(rnd) == 2 and all(r["state"] == "COMPLETE" for r in rnd)
+    for r in rnd:
+        outs = st.request_outputs(r["trial_id"])
+        assert len(outs) == 6 and all(o["prompt_tokens"] == 40 for o in outs)  # no chat template, exact length

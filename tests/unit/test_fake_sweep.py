@@ -88,3 +88,19 @@ def test_cli_exit_1_when_trials_fail(ray_session, write_spec, sqlite_url):
     res = CliRunner().invoke(app, ["run", str(write_spec(text)), "--store", sqlite_url])
     assert res.exit_code == 1, res.output
     assert "bad drafter path" in res.output
+
+
+def test_datasets_are_load_points(ray_session, write_spec, sqlite_url):
+    text = (FAKE.replace("workload: {dataset: smoke, num_prompts: 6, max_tokens: 24}",
+                         "workload: {dataset: [smoke, random], random_input_len: 16, num_prompts: 3, max_tokens: 12, ignore_eos: true}")
+            .replace("ngram: {num_speculative_tokens: [2, 4]}", "ngram: {num_speculative_tokens: 2}"))
+    st = Store(sqlite_url)
+    out = run_sweep(load_spec(write_spec(text)), st)
+    rows = st.trial_results("fake-sweep")
+    assert out.engine_starts == 2  # datasets and concurrencies share an engine
+    assert {(r["method"], r["dataset"], r["concurrency"]) for r in rows} == {
+        (m, d, c) for m in ("baseline", "ngram") for d in ("smoke", "random") for c in (1, 3)}
+    for r in rows:
+        outs = st.request_outputs(r["trial_id"])
+        assert len(outs) == 3 and all(o["output_tokens"] == 12 for o in outs)  # ignore_eos: fixed length
+        assert all(o["prompt_id"].startswith(r["dataset"]) for o in outs)
