@@ -28,7 +28,7 @@ methods:
   ngram: {{num_speculative_tokens: [2, 4, 6]}}
   draft_model: {{model: fake/drafter, num_speculative_tokens: [2, 4, 6]}}
 space: {{concurrency: [1, 2, 4, 8]}}
-measurement: {{repeats: 1, warmup_requests: 1}}
+measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
 resources: {{max_parallel_engines: {n}}}
 """
 

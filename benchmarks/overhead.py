@@ -19,7 +19,7 @@ workload: {{dataset: smoke, num_prompts: 1, max_tokens: 100, ignore_eos: true}}
 methods:
   baseline: {{}}
 space: {{concurrency: {concurrencies}}}
-measurement: {{repeats: 1, warmup_requests: 0}}
+measurement: {{repeats: 1, warmup_requests: 0, discard_first_window: false}}
 """
 
 

@@ -34,7 +34,7 @@ methods:
   ngram: {num_speculative_tokens: [1, 2, 3, 4, 5, 6]}
   draft_model: {model: fake/drafter, num_speculative_tokens: [1, 2, 3, 4, 5, 6]}
 space: {concurrency: [1, 4, 16, 64], max_num_seqs: [4, 8, 16, 32]}
-measurement: {repeats: 1, warmup_requests: 0}
+measurement: {repeats: 1, warmup_requests: 0, discard_first_window: false}
 """
 
 

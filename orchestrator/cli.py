@@ -160,9 +160,10 @@ def run(
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED)
     rows = st.trial_results(outcome.sweep)
-    print_results(rows, "table", console, title=f"sweep {outcome.sweep}")
+    print_results(rows, "table", console, title=f"sweep {outcome.sweep}", crossover=st.crossover(outcome.sweep))
     reused = f", {outcome.reused} repeated points answered from stored rows" if outcome.reused else ""
-    console.print(f"{outcome.completed} trials completed, {outcome.failed} failed, {outcome.skipped} done before{reused}; "
+    baselines = f" (+{outcome.baselines} paired baselines)" if outcome.baselines else ""
+    console.print(f"{outcome.completed} trials completed{baselines}, {outcome.failed} failed, {outcome.skipped} done before{reused}; "
                   f"{outcome.engine_starts} engine starts; {outcome.wall_s:.0f} s. Rows: {st.display_url} "
                   f"(view trial_results, sweep = '{outcome.sweep}')")
     if outcome.interrupted:
@@ -187,7 +188,55 @@ def results(
         names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
         err_console.print(f"[red]error:[/] no sweep named {sweep!r} in {st.display_url}; sweeps there: {names}")
         raise typer.Exit(EXIT_BAD_INPUT)
-    print_results(st.trial_results(sweep), fmt, console, title=f"sweep {sweep}")
+    print_results(st.trial_results(sweep), fmt, console, title=f"sweep {sweep}", crossover=st.crossover(sweep))
+
+
+@app.command()
+def compare(
+    sweep_a: str = typer.Argument(..., help="Reference sweep"),
+    sweep_b: str = typer.Argument(..., help="Sweep compared with it"),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    allow_mismatch: list[str] = typer.Option([], "--allow-mismatch",
+                                             help="Fingerprint field allowed to differ (repeatable), e.g. vllm_version"),
+    fmt: str = typer.Option("table", "--format", help="table | csv | json"),
+) -> None:
+    """The points two sweeps share, side by side (B / A). Refused when their environment fingerprints
+    differ, listing the fields, unless each is allowed with --allow-mismatch."""
+    from rich.table import Table
+
+    from .compare import COMPARED_METRICS, compare_sweeps
+    from .render import print_results
+    from .validity import FingerprintMismatch
+
+    st = _open_store(_store_url(store))
+    for name in (sweep_a, sweep_b):
+        if st.get_sweep(name) is None:
+            names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
+            err_console.print(f"[red]error:[/] no sweep named {name!r} in {st.display_url}; sweeps there: {names}")
+            raise typer.Exit(EXIT_BAD_INPUT)
+    try:
+        rows = compare_sweeps(st, sweep_a, sweep_b, allow_mismatch)
+    except FingerprintMismatch as e:
+        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if not rows:
+        err_console.print(f"[yellow]no point completed in both {sweep_a!r} and {sweep_b!r}[/]")
+        raise typer.Exit(EXIT_OK)
+    if fmt != "table":
+        print_results(rows, fmt, console)
+        return
+    table = Table(title=f"{sweep_b} / {sweep_a}")
+    for h in ("method", "K", "dataset", "conc", *[f"{m} A | B | B/A" for m in COMPARED_METRICS]):
+        table.add_column(h, justify="left" if h in ("method", "dataset") else "right")
+
+    def cell(r, m):
+        f = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+        return f"{f(r[m + '_a'])} | {f(r[m + '_b'])} | {f(r[m + '_ratio'])}"
+
+    for r in rows:
+        table.add_row(r["label"], str(r["K"] if r["K"] is not None else "-"), r["dataset"], str(r["concurrency"]),
+                      *[cell(r, m) for m in COMPARED_METRICS])
+    console.print(table)
 
 
 @app.command("prepare-model")
@@ -203,6 +252,63 @@ def prepare_model(alias: str = typer.Argument("smollm2-135m-instruct")) -> None:
     except ModelError as e:
         err_console.print(f"[red]error:[/] {e}")
         raise typer.Exit(EXIT_BAD_INPUT)
+
+
+drafters_app = typer.Typer(no_args_is_help=True, help="Drafters for a target: train demo drafters on this machine.")
+app.add_typer(drafters_app, name="drafters")
+
+
+@drafters_app.command("train")
+def drafters_train(
+    method: str = typer.Option("eagle3", "--method", help="eagle3 | dflash"),
+    target: str = typer.Option("smollm2-135m-instruct", "--target", help="builtin alias or local model folder"),
+    steps: int = typer.Option(400, "--steps", min=1, help="training steps (batches)"),
+    minutes: Optional[float] = typer.Option(None, "--minutes", min=0.1,
+                                            help="stop training after this long even if steps remain (recorded)"),
+    seed: int = typer.Option(0, "--seed"),
+    prompts: int = typer.Option(480, "--prompts", min=8, help="training prompts (the project's own templates)"),
+    max_tokens: int = typer.Option(128, "--max-tokens", min=8, help="response length per training prompt"),
+    block_size: int = typer.Option(8, "--block-size", min=2, help="dflash: block size (K = block - 1)"),
+    force: bool = typer.Option(False, "--force", help="train again even if a drafter of these settings is cached"),
+) -> None:
+    """Train a drafter for the target (cached; resumable; prints the drafter folder on stdout's last line)."""
+    from .drafters.train.run import TrainError, TrainSettings, train_drafter
+
+    settings = TrainSettings(method=method, target=target, steps=steps, max_minutes=minutes, seed=seed,
+                             num_prompts=prompts, max_tokens=max_tokens, block_size=block_size)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=err_console,
+                        disable=not err_console.is_terminal)
+    tasks: dict[str, Any] = {}
+    last_print = {"t": 0.0}
+
+    def report(stage: str, done: int, total: int, note: str) -> None:
+        import time as _time
+
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total, status="")
+        progress.update(tasks[stage], completed=done, total=total, status=note)
+        now = _time.monotonic()
+        if not err_console.is_terminal and (now - last_print["t"] > 15 or done == total):
+            last_print["t"] = now
+            err_console.print(f"{stage}: {done}/{total} {note}", highlight=False)
+
+    try:
+        with progress:
+            folder, manifest = train_drafter(settings, report, force=force)
+    except TrainError as e:
+        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: finished stages and the last checkpoint are kept; run the same "
+                          "command again to resume[/]")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    losses = ", ".join("-" if x is None else f"{x:.2f}" for x in manifest["final_losses"])
+    accs = ", ".join("-" if x is None else f"{x:.2f}" for x in manifest["final_accuracy"])
+    err_console.print(f"{manifest['method']} drafter for {manifest['target']}: {manifest['steps_done']} steps, "
+                      f"final loss per draft step [{losses}], accuracy [{accs}], "
+                      f"{manifest['total_seconds']:.0f} s (this run; cached stages excluded)", highlight=False)
+    console.print(str(folder))
 
 
 def main() -> None:

@@ -83,3 +83,74 @@ def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     if extra:
         fp.update(extra)
     return fp
+
+
+def artifact_identity(path_or_id: str | None, revision: str | None = None) -> str | None:
+    """Identity of a model or drafter: for a local folder, a content hash of config.json and of the weight
+    files' names and sizes (or the safetensors index); for a hub id, `hub:<id>@<revision>`."""
+    import hashlib
+    from pathlib import Path
+
+    if not path_or_id:
+        return None
+    folder = Path(path_or_id).expanduser()
+    if not folder.is_dir():
+        return f"hub:{path_or_id}@{revision or 'main'}"
+    h = hashlib.sha256()
+    for name in ("config.json", "model.safetensors.index.json"):
+        f = folder / name
+        if f.is_file():
+            h.update(name.encode() + b"\0" + f.read_bytes())
+    for f in sorted(folder.iterdir()):
+        if f.suffix in (".safetensors", ".bin", ".gguf", ".pt"):
+            h.update(f"{f.name}:{f.stat().st_size}".encode())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def _tree_pids(pid: int) -> list[int]:
+    """`pid` and its descendants (the vLLM engine core runs in a child process)."""
+    try:
+        import psutil
+
+        p = psutil.Process(pid)
+        return [pid] + [c.pid for c in p.children(recursive=True)]
+    except Exception:
+        return [pid]
+
+
+def _vm_hwm_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def _gpu_memory_mb(pids: list[int]) -> float | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = 0.0
+    found = False
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
+            used += float(parts[1])
+            found = True
+    return used if found else None
+
+
+def engine_memory(pid: int | None = None) -> dict[str, Any]:
+    """Peak memory of an engine (this process and its children): GPU memory in use by those processes when
+    nvidia-smi sees them (`gpu`), else the sum of their peak resident set sizes (`rss`, VmHWM)."""
+    pids = _tree_pids(pid or os.getpid())
+    gpu = _gpu_memory_mb(pids)
+    if gpu is not None:
+        return {"memory_kind": "gpu", "memory_mb": gpu}
+    peaks = [m for m in (_vm_hwm_mb(p) for p in pids) if m is not None]
+    return {"memory_kind": "rss", "memory_mb": sum(peaks) if peaks else None}

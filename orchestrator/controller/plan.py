@@ -20,10 +20,12 @@ class PlannedTrial:
     dataset: str
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def row(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Columns of the sweep_trials row for this trial (`params`: its Optuna parameters)."""
+    def row(self, params: dict[str, Any], role: str = "search") -> dict[str, Any]:
+        """Columns of the sweep_trials row for this trial (`params`: its Optuna parameters; `role`: search,
+        or paired_baseline for a baseline the controller added to pair with speculative trials)."""
         return {
             "params": params,
+            "role": role,
             "point_key": point_key(params),
             "max_num_seqs": self.engine.engine_args.get("max_num_seqs"),
             "max_num_batched_tokens": self.engine.engine_args.get("max_num_batched_tokens"),

@@ -36,6 +36,9 @@ class TrialRun:
     warmup_s: float = 0.0
     measure_s: float = 0.0
     engine_start_s: float | None = None
+    role: str = "search"  # or paired_baseline: added by the controller, never told to Optuna
+    windows_wanted: int | None = None  # windows to measure in this dispatch (default: the pool's repeats)
+    engine_info: dict | None = None  # start info of the engine that served the last window
 
     @property
     def config_hash(self) -> str:
@@ -179,6 +182,7 @@ class EnginePool:
     def _start_trial(self, slot: EngineSlot, run: TrialRun) -> PoolEvent:
         run.dispatched_at = time.perf_counter()
         run.engine_start_s = slot.info["start_wall_s"] if slot.info else None
+        run.engine_info = slot.info
         slot.state, slot.run = "busy", run
         slot.deadline = run.dispatched_at + self.trial_timeout_s
         slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
@@ -203,11 +207,12 @@ class EnginePool:
         except Exception as e:  # actor died (RayActorError) or measure raised (RayTaskError)
             self._kill(slot)
             return [PoolEvent("trial_failed", run=run, slot=slot, error=error_text(e))]
+        res["metrics"]["environment_id"] = (slot.info or {}).get("environment_id")
         run.windows.append(res["metrics"])
         run.outputs.append(res["outputs"])
         run.warmup_s += res["warmup_s"]
         run.measure_s += res["measure_s"]
-        if len(run.windows) < self.repeats:
+        if len(run.windows) < (run.windows_wanted or self.repeats):
             slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
             return []
         slot.state, slot.run, slot.measure_ref, slot.deadline = "idle", None, None, None

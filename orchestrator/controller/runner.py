@@ -20,10 +20,12 @@ from ..engines.vllm_backend import vllm_env
 from ..errors import SpecError, SpecIssue
 from ..methods.checks import check_methods
 from ..metrics import median_over_repeats
+from ..validity import coefficient_of_variation, trial_flags
 from ..models import resolve_model
 from ..paths import cache_dir
 from ..spec import LoadedSpec
 from ..store import Store
+from .pairing import compare_with_baseline
 from .plan import point_key, sampling_settings
 from .pool import EnginePool, PoolEvent, TrialRun
 from .ray_session import ensure_ray
@@ -42,6 +44,7 @@ class RunOutcome:
     completed: int = 0
     failed: int = 0
     skipped: int = 0
+    baselines: int = 0  # paired baselines measured (trials the controller added, not the sampler)
     reused: int = 0  # adaptive samplers: a point measured before, told again without running
     engine_starts: int = 0
     ray_init_s: float = 0.0  # part of wall_s spent connecting to / starting Ray
@@ -147,6 +150,8 @@ class SweepController:
         self.retry_failed = retry_failed
         self.t_start = time.perf_counter()
         self.row_of_number: dict[int, int] = {}  # Optuna trial number -> sweep_trials row id
+        self.baseline_rows: dict[str, tuple[int, str]] = {}  # adaptive: baseline point key -> (row id, state)
+        self._next_round: list[TrialRun] = []
 
     # ---- preparation (nothing written until every input is checked) ---------------------------------
     def prepare(self) -> None:
@@ -173,6 +178,8 @@ class SweepController:
             self.report("note", {"message": note})
         self.space = SearchSpace(self.loaded, model_path)
         self.sampling = sampling_settings(self.loaded)
+        self.workload_hash = workload_hash(self.prompts, self.sampling)
+        self.commit = git_commit()
         if existing:
             self.sweep_id = existing["id"]
             self.store.set_sweep_status(self.sweep_id, "running")
@@ -193,6 +200,8 @@ class SweepController:
         trials are FAIL. Never raises: the measurement is already stored."""
         import optuna
 
+        if run.role == "paired_baseline":
+            return  # not a point the sampler chose
         state = optuna.trial.TrialState
         values = objective_values(self.search, summary) if summary is not None else None
         constraints = constraint_values(self.search, summary) if summary is not None else {}
@@ -237,7 +246,9 @@ class SweepController:
             points = self.space.grid()
             if self.search.n_trials:
                 points = points[: self.search.n_trials]
-            for params in points:
+            pairs, baselines = self._grid_baselines(points)
+            roles = {point_key(p): "paired_baseline" for p in baselines}
+            for params in points + baselines:
                 row = by_key.get(point_key(params))
                 if row is None:
                     queue.append((params, None))
@@ -249,18 +260,32 @@ class SweepController:
                     self.outcome.skipped += 1
             planned = [self.space.planned_trial(p) for p, _ in queue]
             new_ids = iter(self.store.add_trials(
-                self.sweep_id, [pl.row(p) for (p, rid), pl in zip(queue, planned) if rid is None]))
-            grid_runs = [TrialRun(trial_id=rid if rid is not None else next(new_ids), planned=pl, params=p)
+                self.sweep_id, [pl.row(p, roles.get(point_key(p), "search"))
+                                for (p, rid), pl in zip(queue, planned) if rid is None]))
+            grid_runs = [TrialRun(trial_id=rid if rid is not None else next(new_ids), planned=pl, params=p,
+                                  role=roles.get(point_key(p), "search"))
                          for (p, rid), pl in zip(queue, planned)]
+            ids = {r["point_key"]: r["id"] for r in self.store.trials(self.sweep_id)}
+            for key, base_key in pairs.items():
+                if key in ids and base_key in ids and (by_key.get(key) or {}).get("baseline_trial_id") != ids[base_key]:
+                    self.store.link_baseline(ids[key], ids[base_key])
             target = len(grid_runs)
         else:
             done = sum(1 for r in rows if r["state"] in ("COMPLETE", "FAIL"))
-            retry = [r for r in rows if r["state"] == "FAIL"] if self.retry_failed else []
+            retry = [r for r in rows if r["state"] == "FAIL" and r["role"] == "search"] if self.retry_failed else []
             for r in retry:
                 self.store.requeue_trial(r["id"])
                 queue.append((r["params"], r["id"]))
             target = max(0, (self.search.n_trials or 20) - done) + len(retry)
             self.outcome.skipped = done - len(retry)
+            for r in rows:  # paired baselines left over: measured again when a trial asks for them
+                if r["role"] == "paired_baseline" and (r["state"] == "PENDING" or (
+                        r["state"] == "FAIL" and self.retry_failed)):
+                    if r["state"] == "FAIL":
+                        self.store.requeue_trial(r["id"])
+                    self.baseline_rows[r["point_key"]] = (r["id"], "PENDING")
+                elif r["role"] == "paired_baseline":
+                    self.baseline_rows[r["point_key"]] = (r["id"], r["state"])
             for params, _ in queue:  # retried points go first, through ask()
                 self.study.enqueue_trial(params, skip_if_exists=False)
 
@@ -283,11 +308,14 @@ class SweepController:
             _engine_actor_class(self.loaded), max_engines=_max_engines(self.loaded), repeats=m.repeats,
             start_timeout_s=self.spec.engine.start_timeout_s, trial_timeout_s=m.trial_timeout_s,
             measure_args=lambda run: (run.planned.dataset, run.planned.concurrency, m.warmup_requests,
-                                      m.request_timeout_s),
+                                      m.request_timeout_s, m.discard_first_window),
             actor_args=(ray.put(prompts), sampling),
         )
         self.report("pool", {"max_engines": pool.max_engines})
         queued_rows = [rid for _, rid in queue] if not grid else []
+        rotated = grid and m.order == "rotated" and m.repeats > 1
+        next_round = self._next_round  # rotated: trials waiting for the next round of windows
+        self.pool = pool
         asked = 0
         deadline = self.t_start + self.search.timeout_s if self.search.timeout_s else None
         try:
@@ -297,9 +325,17 @@ class SweepController:
                     # grid: every point goes to the pool at once (engine reuse across load points)
                     for run in grid_runs:
                         asked += 1
+                        run.windows_wanted = 1 if rotated else m.repeats
                         for ev in pool.submit(run):
                             self._on_event(ev, pool)
                     grid_runs.clear()
+                    if rotated and not pool.pending and not any(s.state == "busy" for s in pool.slots) and next_round:
+                        # a round is over: every trial's next window, the warm engine's configuration first
+                        for run in next_round:
+                            run.windows_wanted = len(run.windows) + 1
+                            for ev in pool.submit(run):
+                                self._on_event(ev, pool)
+                        next_round.clear()
                     # adaptive: ask one trial per free engine slot
                     while not grid and asked < target and (deadline is None or time.perf_counter() < deadline) and (
                             pool.in_flight < pool.max_engines):
@@ -316,8 +352,10 @@ class SweepController:
                             self.outcome.reused += 1
                             continue
                         run = self._new_run(trial, params, row_id)
+                        run.windows_wanted = m.repeats
                         for ev in pool.submit(run):
                             self._on_event(ev, pool)
+                        self._ensure_baseline(run, pool)
                     if deadline is not None and time.perf_counter() >= deadline and not pool.closing:
                         # wall-clock budget spent: running trials finish, nothing new starts
                         if pool.pending:
@@ -325,7 +363,8 @@ class SweepController:
                                                                f"left PENDING (run again to continue)"})
                         pool.pending.clear()
                         pool.closing = True
-                    if asked >= target:
+                    if asked >= target and not (rotated and (next_round or any(
+                            (r.windows_wanted or 0) < m.repeats for r in self._in_pool(pool)))):
                         pool.closing = True
                     if not pool.busy:
                         break
@@ -336,8 +375,10 @@ class SweepController:
             why = str(e) or "Ctrl-C"
             for ev in pool.interrupt("interrupted"):
                 self._on_event(ev, pool)
-            for run in pool.pending:  # never started: their rows stay PENDING and run on resume
-                if run.handle is not None:
+            for run in pool.pending + next_round:
+                if run.windows:  # started in an earlier round: its windows are lost with it
+                    self.store.fail_trials([run.trial_id], why)
+                elif run.handle is not None:  # never started: its row stays PENDING and runs on resume
                     self._tell(run, None)
             self.outcome.interrupted = True
             self.outcome.engine_starts = pool.engine_starts
@@ -359,6 +400,8 @@ class SweepController:
         if ev.kind == "engine_start":
             self.report("engine_start", {"label": ev.slot.engine.method_label, "config_hash": ev.slot.config_hash})
         elif ev.kind == "engine_ready":
+            ev.slot.info["fingerprint"].update(workload_hash=self.workload_hash, spec_hash=self.loaded.spec_hash,
+                                               specsweep_commit=self.commit)
             ev.slot.info["environment_id"] = self.store.environment_id(ev.slot.info["fingerprint"])
             self.report("engine_ready", {"label": ev.slot.engine.method_label, "start_s": ev.slot.info["start_wall_s"]})
         elif ev.kind == "engine_failed":
@@ -367,20 +410,42 @@ class SweepController:
             self.report("engine_retired", {"label": ev.slot.engine.method_label, "served": ev.slot.served})
         elif ev.kind == "trial_start":
             info = ev.slot.info or {}
-            self.store.mark_running(run.trial_id, info.get("environment_id"), run.engine_start_s, info.get("pid"),
-                                    run.dispatched_at - run.queued_at)
-            self.report("trial_start", self._describe(run))
+            if not run.windows:
+                self.store.mark_running(run.trial_id, info.get("environment_id"), run.engine_start_s, info.get("pid"),
+                                        run.dispatched_at - run.queued_at)
+            self.report("trial_start", dict(self._describe(run), window=len(run.windows) + 1))
         elif ev.kind == "trial_done":
+            m = self.spec.measurement
+            if len(run.windows) < m.repeats:  # rotated: more rounds to come
+                self.pool_next_round(run)
+                self.report("window_done", dict(self._describe(run), windows=len(run.windows)))
+                return
             summary = median_over_repeats(run.windows)
+            cv = coefficient_of_variation([w.get("output_tok_s") for w in run.windows])
+            flags = trial_flags(k=run.planned.point.num_speculative_tokens, windows=run.windows, outputs=run.outputs,
+                                max_tokens=self.sampling.max_tokens, ignore_eos=self.sampling.ignore_eos,
+                                prefix_caching=bool(self.spec.engine.enable_prefix_caching), cv=cv, noisy_cv=m.noisy_cv)
+            summary.update(output_tok_s_cv=cv, trial_flags=",".join(flags) or None)
+            mem = [w["memory_mb"] for w in run.windows if w.get("memory_mb") is not None]
             ok = feasible(self.search, summary) if self.search.constraints else None
-            self.store.complete_trial(run.trial_id, run.windows, summary,
-                                      {"warmup_s": run.warmup_s, "measure_s": run.measure_s}, run.outputs, feasible=ok)
+            self.store.complete_trial(
+                run.trial_id, run.windows, summary, {"warmup_s": run.warmup_s, "measure_s": run.measure_s},
+                run.outputs, feasible=ok,
+                trial_values={"flags": summary["trial_flags"], "memory_kind": run.windows[-1].get("memory_kind"),
+                              "engine_memory_mb": max(mem) if mem else None,
+                              "kv_cache_tokens": (run.engine_info or {}).get("kv_cache_tokens")})
             self._tell(run, summary)
-            self.outcome.completed += 1
-            self.report("trial_done", dict(self._describe(run), summary=summary))
+            self._pair(run.trial_id)
+            if run.role == "paired_baseline":
+                self.outcome.baselines += 1
+            else:
+                self.outcome.completed += 1
+            self.report("trial_done", dict(self._describe(run), summary=summary, flags=flags,
+                                           comparison=self.store.comparison(run.trial_id)))
         elif ev.kind == "trial_failed":
             self.store.fail_trials([run.trial_id], ev.error)
             self._tell(run, None)
+            self._pair(run.trial_id)
             self.outcome.failed += 1
             self.report("trial_failed", dict(self._describe(run), error=ev.error))
 
@@ -389,7 +454,80 @@ class SweepController:
         return {"trial_id": run.trial_id, "label": run.planned.point.label, "k": run.planned.point.num_speculative_tokens,
                 "concurrency": run.planned.concurrency, "dataset": run.planned.dataset}
 
+    # ---- paired baselines -------------------------------------------------------------------------
+    def _grid_baselines(self, points: list[dict]) -> tuple[dict[str, str], list[dict]]:
+        """(speculative point key -> its baseline's key, baseline points the grid lacks)."""
+        keys = {point_key(p) for p in points}
+        pairs, extra = {}, []
+        for p in points:
+            bp = self.space.baseline_params(p)
+            if bp is None:
+                continue
+            bk = point_key(bp)
+            if bk not in keys:
+                if not self.spec.measurement.paired_baseline:
+                    continue
+                keys.add(bk)
+                extra.append(bp)
+            pairs[point_key(p)] = bk
+        return pairs, extra
+
+    def _ensure_baseline(self, run: TrialRun, pool: EnginePool) -> None:
+        """Adaptive samplers: the asked trial's baseline is measured too (once per load point)."""
+        bp = self.space.baseline_params(run.params)
+        if bp is None or not self.spec.measurement.paired_baseline:
+            return
+        key = point_key(bp)
+        rows = {r["point_key"]: r for r in self.store.trials(self.sweep_id)} if key not in self.baseline_rows else {}
+        if key not in self.baseline_rows and key in rows:
+            self.baseline_rows[key] = (rows[key]["id"], rows[key]["state"])
+        rid, state = self.baseline_rows.get(key, (None, None))
+        planned = self.space.planned_trial(bp)
+        if rid is None:
+            (rid,) = self.store.add_trials(self.sweep_id, [planned.row(bp, "paired_baseline")])
+            state = "PENDING"
+        if state == "PENDING":
+            b = TrialRun(trial_id=rid, planned=planned, params=bp, role="paired_baseline",
+                         windows_wanted=self.spec.measurement.repeats)
+            for ev in pool.submit(b):
+                self._on_event(ev, pool)
+            state = "QUEUED"
+        self.baseline_rows[key] = (rid, state)
+        self.store.link_baseline(run.trial_id, rid)
+
+    def _pair(self, trial_id: int) -> None:
+        """Compare whatever became comparable when `trial_id` finished: the trial with its baseline, or a
+        baseline with the trials that wait for it."""
+        row = self.store.trial(trial_id)
+        todo = []
+        if row and row["baseline_trial_id"] is not None and row["state"] == "COMPLETE":
+            base = self.store.trial(row["baseline_trial_id"])
+            if base and base["state"] in ("COMPLETE", "FAIL"):
+                todo.append((trial_id, row["baseline_trial_id"]))
+        if row and row["state"] in ("COMPLETE", "FAIL"):
+            todo += [(t["id"], trial_id) for t in self.store.paired_trials(trial_id) if t["state"] == "COMPLETE"]
+        m = self.spec.measurement
+        for tid, bid in todo:
+            try:
+                compare_with_baseline(self.store, tid, bid, temperature=self.sampling.temperature,
+                                      confidence=m.confidence, resamples=m.bootstrap_resamples,
+                                      threshold=m.lossless_threshold, allow_mismatch=m.allow_mismatch,
+                                      seed=self.search.seed)
+            except Exception as e:  # the measurements are stored; a comparison can be recomputed
+                self.report("warning", {"message": f"comparing trial row {tid} with baseline row {bid} failed: "
+                                                   f"{type(e).__name__}: {e}"})
+
+    def pool_next_round(self, run: TrialRun) -> None:
+        self._next_round.append(run)
+
+    @staticmethod
+    def _in_pool(pool: EnginePool) -> list[TrialRun]:
+        return list(pool.pending) + [s.run for s in pool.slots if s.run is not None]
+
     def _finish(self) -> None:
+        for r in self.store.trials(self.sweep_id):  # comparisons that never happened (e.g. resumed sweeps)
+            if r["baseline_trial_id"] is not None and r["state"] == "COMPLETE" and self.store.comparison(r["id"]) is None:
+                self._pair(r["baseline_trial_id"])
         try:
             front = self.study.best_trials
         except Exception:  # e.g. no completed trial yet
@@ -408,3 +546,26 @@ def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = Non
     ctl = SweepController(loaded, store, new_name or loaded.spec.name, report, retry_failed)
     ctl.prepare()
     return ctl.run(ray_address)
+
+
+def workload_hash(prompts: dict[str, list], sampling) -> str:
+    """Identity of what every engine is asked: prompts (ids, messages, lengths) and sampling settings."""
+    import dataclasses
+    import hashlib
+
+    doc = {"prompts": {ds: [[p.id, list(p.messages), p.input_len] for p in ps] for ds, ps in sorted(prompts.items())},
+           "sampling": dataclasses.asdict(sampling)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def git_commit() -> str | None:
+    """The specsweep checkout's commit (None outside a git checkout, e.g. an installed wheel)."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -89,8 +89,28 @@ class SearchSpace:
             choices[f"{label}:{k}"] = vals
         return {k: CategoricalDistribution(choices[k]) for k in params}
 
+    @property
+    def baseline_label(self) -> str:
+        """Label of the no-speculation baseline that speculative trials pair with: the spec's own plain
+        `baseline` entry when it has one, else an automatic one."""
+        for p in self.loaded.method_points:
+            if p.method == "baseline":
+                return p.label
+        taken = set(self.labels)
+        return "baseline" if "baseline" not in taken else "paired-baseline"
+
+    def baseline_params(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The paired baseline's point for a speculative point (same engine settings and load point);
+        None for a point that is itself a baseline."""
+        if self.method_point(params).method == "baseline":
+            return None
+        return {"method": self.baseline_label, **{k: params[k] for k in ENGINE_KEYS if k in params},
+                "dataset": params["dataset"], "concurrency": params["concurrency"]}
+
     def method_point(self, params: dict[str, Any]) -> MethodPoint:
         label = params["method"]
+        if label == self.baseline_label and label not in self.labels:
+            return MethodPoint(label=label, method="baseline")
         swept = self.swept_method_params(label)
         for p in self.loaded.method_points:
             if p.label == label and all(p.params[k] == params[f"{label}:{k}"] for k in swept):

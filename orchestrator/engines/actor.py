@@ -7,12 +7,13 @@ actor, in the engine frontend's event loop, so token timestamps need no RPC hop.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from typing import Any
 
 from ..datasets import Prompt
-from ..environment import collect_fingerprint
+from ..environment import artifact_identity, collect_fingerprint, engine_memory
 from ..load import run_closed_loop, run_warmup
 from ..metrics import summarize_window
 from .base import EngineConfig, EngineStartError, SamplingSettings
@@ -40,25 +41,62 @@ class EngineActor:
             raise EngineStartError(f"{type(e).__name__}: {e}") from e
         start_s = time.perf_counter() - t0
         describe = self.backend.describe()
-        fingerprint = collect_fingerprint({"engine": describe, "backend": self.config.backend})
-        return {"start_s": start_s, "describe": describe, "fingerprint": fingerprint, "pid": os.getpid()}
+        fingerprint = collect_fingerprint({"engine": describe, **self.identity(describe)})
+        return {"start_s": start_s, "describe": describe, "fingerprint": fingerprint, "pid": os.getpid(),
+                "kv_cache_tokens": self.backend.kv_cache_tokens(), **engine_memory()}
 
-    async def measure(self, dataset: str, concurrency: int, warmup_requests: int,
-                      request_timeout_s: float) -> dict[str, Any]:
-        """Warm up (discarded), then one measurement window over `dataset`; returns its metrics and
-        per-request outputs."""
+    def identity(self, describe: dict[str, Any]) -> dict[str, Any]:
+        """What the engine runs, for the fingerprint (validity.fingerprint says which fields are compared)."""
+        c = self.config
+        spec = dict(c.speculative_config or {})
+        args = {k: v for k, v in c.engine_args.items() if v is not None}
+        return {
+            "backend": c.backend,
+            "model_identity": artifact_identity(c.model_path, c.revision),
+            "drafter_identity": artifact_identity(spec.get("model")) if spec.get("model") else None,
+            "speculative_config": spec or None,
+            "dtype": c.dtype,
+            "max_model_len": c.max_model_len,
+            "engine_args": args,
+            "enable_prefix_caching": bool(c.engine_args.get("enable_prefix_caching")),
+            "attention_backend": describe.get("attention_backend"),
+            "async_scheduling": describe.get("async_scheduling"),
+            "cudagraph_capture_sizes": describe.get("cudagraph_capture_sizes"),
+            "fake": c.fake or None,
+        }
+
+    async def measure(self, dataset: str, concurrency: int, warmup_requests: int, request_timeout_s: float,
+                      discard_first_window: bool = False) -> dict[str, Any]:
+        """Warm up (discarded; after an engine start optionally a whole discarded window), then one
+        measurement window over `dataset`; returns its metrics and per-request outputs."""
         prompts, sampling = self.prompts[dataset], self.sampling
         tag = f"w{self.windows}"
+        first = self.windows == 0
         self.windows += 1
         t0 = time.perf_counter()
+        if first and discard_first_window:
+            self.backend.begin_window()
+            await run_closed_loop(self.backend, prompts, sampling, concurrency, tag=tag + "-discard",
+                                  timeout_s=request_timeout_s)
         warmup_failed = await run_warmup(self.backend, warmup_requests, sampling, concurrency, tag=tag + "-warm")
         t1 = time.perf_counter()
-        before = self.backend.spec_counters()
+        self.backend.begin_window()
+        started_at = datetime.datetime.now(datetime.timezone.utc)
+        before, cache_before = self.backend.spec_counters(), self.backend.cache_counters()
+        cpu_before = time.process_time()
         window = await run_closed_loop(self.backend, prompts, sampling, concurrency, tag=tag, timeout_s=request_timeout_s)
+        cpu_s = time.process_time() - cpu_before
         delta = self.backend.spec_counters() - before
+        queries, hits = (a - b for a, b in zip(self.backend.cache_counters(), cache_before))
         t2 = time.perf_counter()
         metrics = summarize_window(window.records, window.duration, delta)
         metrics["warmup_failed"] = warmup_failed
+        metrics["started_at"] = started_at
+        metrics["discarded_window"] = first and discard_first_window
+        # the load generator shares this process with the engine frontend: its CPU share bounds the client
+        metrics["client_cpu_frac"] = cpu_s / window.duration if window.duration > 0 else None
+        metrics["prefix_cache_hit_rate"] = hits / queries if queries > 0 else None
+        metrics.update(engine_memory())
         outputs = [
             {
                 "prompt_id": r.prompt_id, "ok": r.ok, "error": r.error, "finish_reason": r.finish_reason,

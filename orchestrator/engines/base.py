@@ -110,5 +110,16 @@ class EngineBackend(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """Backend-specific facts for the environment fingerprint (versions, device, attention backend)."""
 
+    def begin_window(self) -> None:
+        """Called before each measurement window (the fake backend draws its injected noise here)."""
+
+    def cache_counters(self) -> tuple[int, int]:
+        """Cumulative prefix-cache (queries, hits) in tokens; (0, 0) where the backend has no prefix cache."""
+        return (0, 0)
+
+    def kv_cache_tokens(self) -> int | None:
+        """KV-cache capacity in tokens, when the backend knows it."""
+        return None
+
     async def stop(self) -> None:
         """Release what can be released in-process (the actor is killed afterwards anyway)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
@@ -45,6 +46,11 @@ class FakeBackend(EngineBackend):
         self.k = int(spec.get("num_speculative_tokens", 0))
         self.counters = SpecCounters(accepted_per_pos=[0] * self.k)
         self._fail_start = knobs.get("fail_start")
+        self.noise = float(knobs.get("noise", 0.0))
+        self.noise_seed = int(knobs.get("noise_seed", 0))
+        self.counter_fault = knobs.get("counter_fault", "none")
+        self.slowdown = 1.0  # this window's noise factor (begin_window draws it)
+        self._windows = 0
         self._waiting: list[_Running] = []
         self._running: list[_Running] = []
         self._wakeup: asyncio.Event | None = None
@@ -58,7 +64,14 @@ class FakeBackend(EngineBackend):
         self._loop_task = asyncio.get_running_loop().create_task(self._step_loop())
 
     def step_duration(self, batch: int) -> float:
-        return self.step_seconds * (1.0 + self.token_cost * batch * (1 + self.k))
+        return self.slowdown * self.step_seconds * (1.0 + self.token_cost * batch * (1 + self.k))
+
+    def begin_window(self) -> None:
+        """Draw this window's slowdown exp(N(0, noise)), seeded by (noise_seed, configuration, window)."""
+        self._windows += 1
+        if self.noise > 0:
+            rng = random.Random(f"{self.noise_seed}/{self.config.config_hash}/{self._windows}")
+            self.slowdown = math.exp(rng.gauss(0.0, self.noise))
 
     def _tokens_this_step(self, rng: random.Random) -> int:
         if self.k == 0:
@@ -112,8 +125,13 @@ class FakeBackend(EngineBackend):
                 return
 
     def spec_counters(self) -> SpecCounters:
-        return SpecCounters(self.counters.num_drafts, self.counters.num_draft_tokens,
-                            self.counters.num_accepted_tokens, list(self.counters.accepted_per_pos))
+        c = self.counters
+        if self.counter_fault == "inflate":  # more accepted than drafted: AL > K + 1
+            return SpecCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens + (self.k + 1) * c.num_drafts,
+                                list(c.accepted_per_pos))
+        if self.counter_fault == "nan":  # accepted tokens without drafts: AL undefined
+            return SpecCounters(0, 0, c.num_accepted_tokens + c.num_drafts, list(c.accepted_per_pos))
+        return SpecCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, list(c.accepted_per_pos))
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "fake", "attention_backend": "none", "note": "simulated engine; not a measurement"}

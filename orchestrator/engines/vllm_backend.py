@@ -124,6 +124,37 @@ class VllmBackend(EngineBackend):
                 c.accepted_per_pos = [x + y for x, y in itertools.zip_longest(c.accepted_per_pos, m.values, fillvalue=0)]
         return c
 
+    def cache_counters(self) -> tuple[int, int]:
+        from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
+
+        queries = hits = 0
+        for m in get_metrics_snapshot():
+            if isinstance(m, Counter) and m.name == "vllm:prefix_cache_queries":
+                queries += int(m.value)
+            elif isinstance(m, Counter) and m.name == "vllm:prefix_cache_hits":
+                hits += int(m.value)
+        return queries, hits
+
+    def kv_cache_tokens(self) -> int | None:
+        """num_gpu_blocks x block_size (vLLM calls the CPU's KV blocks 'gpu blocks' too)."""
+        try:
+            cache = self.engine.vllm_config.cache_config
+            if cache.num_gpu_blocks:
+                return int(cache.num_gpu_blocks) * int(cache.block_size)
+        except Exception:
+            pass
+        try:
+            from vllm.v1.metrics.reader import Gauge, get_metrics_snapshot
+
+            for m in get_metrics_snapshot():
+                if isinstance(m, Gauge) and m.name == "vllm:cache_config_info":
+                    blocks, size = m.labels.get("num_gpu_blocks"), m.labels.get("block_size")
+                    if blocks not in (None, "None") and size not in (None, "None"):
+                        return int(blocks) * int(size)
+        except Exception:
+            pass
+        return None
+
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"backend": "vllm"}
         try:

@@ -44,7 +44,9 @@ def percentile(values: Iterable[float], q: float) -> float | None:
 def acceptance_metrics(delta: SpecCounters) -> dict[str, Any]:
     """AL, acceptance rate and per-position rates from a counter delta (None when nothing was drafted)."""
     if delta.num_drafts <= 0:
-        return {"acceptance_length": None, "acceptance_rate": None, "acceptance_per_pos": []}
+        # accepted tokens without a draft: the counters are inconsistent, AL is undefined (flagged)
+        al = float("nan") if delta.num_accepted_tokens > 0 else None
+        return {"acceptance_length": al, "acceptance_rate": None, "acceptance_per_pos": []}
     rate = delta.num_accepted_tokens / delta.num_draft_tokens if delta.num_draft_tokens > 0 else None
     return {
         "acceptance_length": 1.0 + delta.num_accepted_tokens / delta.num_drafts,
@@ -89,7 +91,7 @@ def median_over_repeats(windows: list[dict[str, Any]]) -> dict[str, Any]:
     """Median of every METRIC_COLUMN over repeat windows (None values ignored)."""
     out: dict[str, Any] = {}
     for col in METRIC_COLUMNS:
-        vals = [w[col] for w in windows if w.get(col) is not None]
+        vals = [w[col] for w in windows if w.get(col) is not None and not (isinstance(w[col], float) and math.isnan(w[col]))]
         out[col] = statistics.median(vals) if vals else None
     per_pos = [w["acceptance_per_pos"] for w in windows if w.get("acceptance_per_pos")]
     if per_pos:

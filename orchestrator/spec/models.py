@@ -39,6 +39,12 @@ class FakeEngineSpec(_Strict):
     )
     seed: int = 0
     fail_start: str | None = Field(None, description="simulate an engine that fails to start with this error")
+    noise: float = Field(0.0, ge=0, description="per-window slowdown: step time x exp(N(0, noise)), drawn per "
+                         "measurement window (tests of the repeat statistics)")
+    noise_seed: int = Field(0, description="seed of the per-window noise draws (apart from `seed`)")
+    counter_fault: Literal["none", "inflate", "nan"] = Field(
+        "none", description="corrupt the speculative counters: `inflate` reports more accepted tokens than "
+        "drafted (AL > K + 1), `nan` reports accepted tokens without drafts (AL undefined)")
 
     @field_validator("acceptance")
     @classmethod
@@ -130,10 +136,25 @@ class SpaceSpec(_Strict):
 
 
 class MeasurementSpec(_Strict):
-    repeats: int = Field(1, ge=1, description="measurement windows per load point")
+    repeats: int = Field(3, ge=1, description="measurement windows per load point (medians and CIs over them)")
+    order: Literal["rotated", "blocked"] = Field(
+        "rotated", description="grid sweeps: `rotated` measures repeat r of every configuration before repeat r+1, "
+        "in an order rotated each round (drift hits every method alike; costs engine restarts); `blocked` runs "
+        "a trial's repeats back to back on one warm engine (fewest engine starts). Adaptive samplers: blocked")
+    discard_first_window: bool = Field(True, description="run and discard one full window after each engine start")
     warmup_requests: int = Field(2, ge=0, description="requests sent and discarded before each window")
     request_timeout_s: float = Field(600, gt=0)
     trial_timeout_s: float = Field(3600, gt=0, description="a trial still running then is failed and its engine killed")
+    paired_baseline: bool = Field(True, description="measure a no-speculation baseline for every speculative "
+                                  "trial's load point and engine settings, and store speedups against it")
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of the speedup interval")
+    bootstrap_resamples: int = Field(10000, ge=100, description="bootstrap resamples (when repeats allow a bootstrap)")
+    noisy_cv: float = Field(0.10, gt=0, description="flag `noisy` when output tok/s varies more than this "
+                            "(coefficient of variation over repeats)")
+    lossless_threshold: float = Field(0.95, gt=0, le=1, description="flag `lossy?` when fewer prompts than this "
+                                      "give output identical to the baseline (temperature 0)")
+    allow_mismatch: list[str] = Field(default_factory=list, description="fingerprint fields allowed to differ "
+                                      "between a trial and its baseline (e.g. hostname on a homogeneous cluster)")
 
 
 METRICS = ("output_tok_s", "req_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50",

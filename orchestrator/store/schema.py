@@ -69,6 +69,10 @@ sweep_trials = Table(
     Column("model", Text, nullable=False),
     Column("model_path", Text),
     Column("drafter", Text),
+    Column("role", String(16), nullable=False, server_default="search"),  # search | paired_baseline
+    Column("baseline_trial_id", Integer, ForeignKey("sweep_trials.id", name="fk_sweep_trials_baseline",
+                                                    ondelete="SET NULL")),  # its paired baseline
+    Column("flags", Text),  # comma-separated sanity flags (validity/flags.py), trial and pairing flags together
     Column("state", String(16), nullable=False),  # PENDING | RUNNING | COMPLETE | FAIL
     Column("error", Text),
     Column("environment_id", Integer, ForeignKey("sweep_environments.id")),
@@ -80,6 +84,9 @@ sweep_trials = Table(
     Column("engine_start_s", Float),  # start time of the engine that served the trial
     Column("warmup_s", Float),
     Column("measure_s", Float),
+    Column("memory_kind", String(8)),  # gpu (memory in use on the GPU) | rss (peak resident set, CPU engines)
+    Column("engine_memory_mb", Float),  # peak over the trial's windows, engine process and its children
+    Column("kv_cache_tokens", Integer),  # KV-cache capacity of the engine that served the trial
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("started_at", DateTime(timezone=True)),
     Column("finished_at", DateTime(timezone=True)),
@@ -106,6 +113,11 @@ sweep_measurements = Table(
     Column("num_draft_tokens", Integer),
     Column("num_accepted_tokens", Integer),
     Column("acceptance_per_pos", JSON),
+    Column("environment_id", Integer, ForeignKey("sweep_environments.id", name="fk_sweep_measurements_environment")),
+    Column("client_cpu_frac", Float),  # load generator process CPU time / window time
+    Column("prefix_cache_hit_rate", Float),  # prefix-cache hits / queries in the window (null: no queries)
+    Column("memory_mb", Float),  # engine memory after the window (see sweep_trials.memory_kind)
+    Column("started_at", DateTime(timezone=True)),  # window start (rotated order: repeat r of all before r+1)
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("trial_id", "repeat", name="uq_sweep_measurements_repeat"),
 )
@@ -118,6 +130,29 @@ sweep_trial_metrics = Table(
     Column("acceptance_per_pos", JSON),
     Column("repeats", Integer, nullable=False),
     Column("failed_requests", Integer, nullable=False),
+    Column("output_tok_s_cv", Float),  # coefficient of variation of output_tok_s over repeats
+    Column("trial_flags", Text),  # flags from the trial's own windows
+)
+
+# A speculative trial against its paired baseline; one row per compared trial.
+sweep_trial_comparisons = Table(
+    "sweep_trial_comparisons", metadata,
+    Column("trial_id", Integer, ForeignKey("sweep_trials.id", ondelete="CASCADE"), primary_key=True),
+    Column("baseline_trial_id", Integer, ForeignKey("sweep_trials.id", ondelete="CASCADE"), nullable=False),
+    Column("speedup", Float),  # median output_tok_s / baseline median output_tok_s (null on a fingerprint mismatch)
+    Column("speedup_ci_low", Float),
+    Column("speedup_ci_high", Float),
+    Column("speedup_ci_method", Text),
+    Column("confidence", Float),
+    Column("tpot_ratio", Float),  # median TPOT p50 / baseline's (< 1: faster per token)
+    Column("ttft_ratio", Float),  # median TTFT p50 / baseline's
+    Column("greedy_match_rate", Float),  # temperature 0: share of (repeat, prompt) outputs identical to the baseline
+    Column("common_prefix_frac", Float),  # mean common-prefix length / longer output
+    Column("outputs_compared", Integer),
+    Column("distribution_test", JSON),  # temperature > 0: first-token chi-square test
+    Column("fingerprint_diff", JSON),  # compared fingerprint fields that differ (empty: comparable)
+    Column("pairing_flags", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
 sweep_request_outputs = Table(
@@ -156,6 +191,17 @@ SELECT
   {_METRICS_SELECT},
   m.repeats,
   m.failed_requests,
+  m.output_tok_s_cv,
+  c.speedup,
+  c.speedup_ci_low,
+  c.speedup_ci_high,
+  c.tpot_ratio,
+  c.ttft_ratio,
+  c.greedy_match_rate,
+  c.common_prefix_frac,
+  t.flags,
+  t.role,
+  t.baseline_trial_id,
   t.state,
   t.error,
   t.feasible,
@@ -172,6 +218,11 @@ SELECT
   t.engine_start_s,
   t.warmup_s,
   t.measure_s,
+  t.memory_kind,
+  t.engine_memory_mb,
+  t.kv_cache_tokens,
+  c.speedup_ci_method,
+  c.fingerprint_diff,
   t.started_at,
   t.finished_at,
   t.id AS trial_id,
@@ -180,5 +231,27 @@ FROM sweep_trials t
 JOIN sweeps s ON s.id = t.sweep_id
 LEFT JOIN sweep_trial_metrics m ON m.trial_id = t.id
 LEFT JOIN sweep_environments e ON e.id = t.environment_id
+LEFT JOIN sweep_trial_comparisons c ON c.trial_id = t.id
+""",
+    # Per method configuration and dataset: the lowest measured concurrency at which the speedup is below
+    # 1.0 (null: none in range), and the measured range.
+    "speedup_crossover": """
+CREATE VIEW speedup_crossover AS
+SELECT
+  sweep,
+  label,
+  method,
+  num_speculative_tokens,
+  drafter,
+  max_num_seqs,
+  max_num_batched_tokens,
+  dataset,
+  MIN(CASE WHEN speedup < 1.0 THEN concurrency END) AS crossover_concurrency,
+  MIN(concurrency) AS min_concurrency,
+  MAX(concurrency) AS max_concurrency,
+  MAX(speedup) AS best_speedup
+FROM trial_results
+WHERE speedup IS NOT NULL
+GROUP BY sweep, label, method, num_speculative_tokens, drafter, max_num_seqs, max_num_batched_tokens, dataset
 """,
 }

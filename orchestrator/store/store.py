@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -14,8 +15,14 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreError
 from ..metrics import METRIC_COLUMNS
-from .schema import (VIEWS, metadata, sweep_environments, sweep_measurements, sweep_request_outputs,
-                     sweep_trial_metrics, sweep_trials, sweeps)
+from .schema import (sweep_environments, sweep_measurements, sweep_request_outputs,
+                     sweep_trial_comparisons, sweep_trial_metrics, sweep_trials, sweeps)
+
+
+def _finite(x: Any) -> Any:
+    """NaN is not storable portably (SQLite turns it into NULL, PostgreSQL keeps it): store NULL; the
+    `impossible_al` flag records why."""
+    return None if isinstance(x, float) and math.isnan(x) else x
 
 
 def now() -> dt.datetime:
@@ -67,18 +74,15 @@ class Store:
         return display_url(self.url)
 
     def create_schema(self) -> None:
+        """Create or upgrade the schema to the newest migration (store/migrate.py)."""
+        from .migrate import upgrade
+
         try:
-            with self.engine.begin() as conn:
-                metadata.create_all(conn)
-                existing = set(inspect(conn).get_view_names())
-                for name, ddl in VIEWS.items():
-                    if name in existing:
-                        conn.execute(text(f"DROP VIEW {name}"))
-                    conn.execute(text(ddl))
+            self.schema_revisions = upgrade(self.engine)
         except OperationalError as e:
             raise StoreError(f"cannot reach store {self.display_url}: {e.orig}") from None
         except SQLAlchemyError as e:
-            raise StoreError(f"cannot create schema in {self.display_url}: {e}") from None
+            raise StoreError(f"cannot create or upgrade the schema in {self.display_url}: {e}") from None
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -158,9 +162,11 @@ class Store:
                 attempt=sweep_trials.c.attempt + 1))
 
     def complete_trial(self, trial_id: int, windows: list[dict], summary: dict, timings: dict,
-                       request_outputs: list[list[dict]], feasible: bool | None = None) -> None:
+                       request_outputs: list[list[dict]], feasible: bool | None = None,
+                       trial_values: dict | None = None) -> None:
         """Write a trial's measurements, summary and request outputs, and mark it COMPLETE — in one
-        transaction, so a crash leaves either all of it or none of it."""
+        transaction, so a crash leaves either all of it or none of it. `trial_values`: further sweep_trials
+        columns (flags, memory)."""
         with self.engine.begin() as conn:
             for repeat, (w, outs) in enumerate(zip(windows, request_outputs)):
                 res = conn.execute(insert(sweep_measurements).values(
@@ -168,15 +174,74 @@ class Store:
                     failed_requests=w["failed_requests"], output_tokens=w["output_tokens"],
                     num_drafts=w["num_drafts"], num_draft_tokens=w["num_draft_tokens"],
                     num_accepted_tokens=w["num_accepted_tokens"], acceptance_per_pos=w["acceptance_per_pos"],
-                    created_at=now(), **{c: w[c] for c in METRIC_COLUMNS}))
+                    environment_id=w.get("environment_id"), client_cpu_frac=w.get("client_cpu_frac"),
+                    prefix_cache_hit_rate=w.get("prefix_cache_hit_rate"), memory_mb=w.get("memory_mb"),
+                    started_at=w.get("started_at"),
+                    created_at=now(), **{c: _finite(w[c]) for c in METRIC_COLUMNS}))
                 mid = int(res.inserted_primary_key[0])
                 if outs:
                     conn.execute(insert(sweep_request_outputs), [dict(o, measurement_id=mid) for o in outs])
             conn.execute(insert(sweep_trial_metrics).values(
                 trial_id=trial_id, acceptance_per_pos=summary["acceptance_per_pos"], repeats=summary["repeats"],
-                failed_requests=summary["failed_requests"], **{c: summary[c] for c in METRIC_COLUMNS}))
+                failed_requests=summary["failed_requests"], output_tok_s_cv=summary.get("output_tok_s_cv"),
+                trial_flags=summary.get("trial_flags"), **{c: _finite(summary[c]) for c in METRIC_COLUMNS}))
             conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
-                state="COMPLETE", finished_at=now(), error=None, feasible=feasible, **timings))
+                state="COMPLETE", finished_at=now(), error=None, feasible=feasible, **timings, **(trial_values or {})))
+
+    # ---- paired baselines -------------------------------------------------------------------------
+    def link_baseline(self, trial_id: int, baseline_trial_id: int) -> None:
+        self.update_trial(trial_id, baseline_trial_id=baseline_trial_id)
+
+    def save_comparison(self, trial_id: int, values: dict[str, Any]) -> None:
+        """Insert or replace a trial's comparison with its baseline, and set the trial's flags to its own
+        flags plus the pairing flags."""
+        with self.engine.begin() as conn:
+            conn.execute(sweep_trial_comparisons.delete().where(sweep_trial_comparisons.c.trial_id == trial_id))
+            conn.execute(insert(sweep_trial_comparisons).values(trial_id=trial_id, created_at=now(), **values))
+            own = conn.execute(select(sweep_trial_metrics.c.trial_flags)
+                               .where(sweep_trial_metrics.c.trial_id == trial_id)).scalar()
+            flags = [f for f in (own or "").split(",") + (values.get("pairing_flags") or "").split(",") if f]
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
+                flags=",".join(dict.fromkeys(flags)) or None))
+
+    def comparison(self, trial_id: int) -> dict | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sweep_trial_comparisons).where(
+                sweep_trial_comparisons.c.trial_id == trial_id)).mappings().first()
+            return dict(row) if row else None
+
+    def environment(self, environment_id: int | None) -> dict[str, Any]:
+        """A stored fingerprint as one dict (columns and details merged); {} for None."""
+        if environment_id is None:
+            return {}
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sweep_environments).where(
+                sweep_environments.c.id == environment_id)).mappings().first()
+        if row is None:
+            return {}
+        out = {k: v for k, v in row.items() if k not in ("details", "id", "created_at", "fingerprint_hash")}
+        out.update(row["details"] or {})
+        return out
+
+    def all_request_outputs(self, trial_id: int) -> list[dict]:
+        """Every request output of a trial, each with its measurement's `repeat`."""
+        with self.engine.connect() as conn:
+            q = (select(sweep_request_outputs, sweep_measurements.c.repeat)
+                 .join(sweep_measurements, sweep_measurements.c.id == sweep_request_outputs.c.measurement_id)
+                 .where(sweep_measurements.c.trial_id == trial_id)
+                 .order_by(sweep_measurements.c.repeat, sweep_request_outputs.c.prompt_id))
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    def paired_trials(self, baseline_trial_id: int) -> list[dict]:
+        """Trials whose paired baseline is `baseline_trial_id`."""
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(sweep_trials).where(
+                sweep_trials.c.baseline_trial_id == baseline_trial_id)).mappings()]
+
+    def trial(self, trial_id: int) -> dict | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sweep_trials).where(sweep_trials.c.id == trial_id)).mappings().first()
+            return dict(row) if row else None
 
     # ---- environments -----------------------------------------------------------------------------
     def environment_id(self, fingerprint: dict[str, Any]) -> int:
@@ -197,6 +262,12 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(
                 text("SELECT * FROM trial_results WHERE sweep = :s ORDER BY trial"), {"s": sweep_name}).mappings()]
+
+    def crossover(self, sweep_name: str) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                text("SELECT * FROM speedup_crossover WHERE sweep = :s ORDER BY label, num_speculative_tokens, dataset"),
+                {"s": sweep_name}).mappings()]
 
     def trial_result(self, trial_id: int) -> dict:
         """The trial_results row of one trial."""

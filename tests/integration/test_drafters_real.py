@@ -31,7 +31,7 @@ methods:
   eagle3: {{model: {drafter}, num_speculative_tokens: 2}}
   dflash: {{model: {dflash}, num_speculative_tokens: 3}}
 space: {{concurrency: [2]}}
-measurement: {{warmup_requests: 1}}
+measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
 """)
     st = Store(sqlite_url)
     out = run_sweep(load_spec(spec), st)
@@ -46,6 +46,9 @@ measurement: {{warmup_requests: 1}}
         assert 1.0 <= r["acceptance_length"] <= k + 1
         spec_out = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(r["trial_id"])}
         assert spec_out == base, method  # greedy verification: identical output (fp32, same batch)
+        assert r["greedy_match_rate"] == 1.0, method
+        # random weights predict nothing: AL ~ 1.0 at K >= 2 is flagged, as a wrong drafter layout would be
+        assert "acceptance_collapse" in (r["flags"] or "").split(","), (method, r["acceptance_length"], r["flags"])
     # the drafter's facts are recorded with the trial
     (dflash_row,) = [t for t in st.trials(out.sweep_id) if t["method"] == "dflash"]
     assert dflash_row["method_params"]["block_size"] == 4 and dflash_row["method_params"]["sample_from_anchor"] is False

@@ -38,6 +38,11 @@ def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int]):
         no = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(n["trial_id"])}
         assert len(bo) == 6 and all(len(v) > 0 for v in bo.values())
         assert bo == no, f"ngram output differs from baseline at concurrency {c}"
+        # ... and the stored lossless check and speedup say so
+        assert n["baseline_trial_id"] == b["trial_id"] and n["greedy_match_rate"] == 1.0, n
+        assert abs(n["speedup"] - n["output_tok_s"] / b["output_tok_s"]) < 1e-9
+        assert "lossy?" not in (n["flags"] or "") and "acceptance_collapse" not in (n["flags"] or "")
+        assert n["memory_kind"] == "rss" and n["engine_memory_mb"] > 100 and n["kv_cache_tokens"] > 0, n
     return rows
 
 

@@ -22,7 +22,7 @@ methods:
   baseline: {}
   ngram: {num_speculative_tokens: [2, 4]}
 space: {concurrency: [1, 3]}
-measurement: {repeats: 2, warmup_requests: 1}
+measurement: {repeats: 2, warmup_requests: 1, order: blocked}
 """
 
 

@@ -1,0 +1,51 @@
+"""The target's hidden states at the drafter's feature layers, on prompt + response, from transformers.
+
+Layer indices follow vLLM's EAGLE-3 convention: feature layer l is the input of decoder layer l, i.e.
+transformers' `hidden_states[l]` (index 0 is the embedding output)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def compute_features(model_path: str, examples: list[dict], layers: list[int], out: Path, dtype: str = "bfloat16",
+                     progress: Callable[[int, int], None] | None = None) -> dict:
+    """Save {"features": [(L, len(layers) * hidden)], "tokens": [(L,)], "prompt_lens": [...]} to `out`
+    (written to a temporary name, then renamed) and return it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
+    model.eval()
+    feats, tokens, prompt_lens = [], [], []
+    t0 = time.perf_counter()
+    n_tok = 0
+    with torch.inference_mode():
+        for i, ex in enumerate(examples):
+            ids = torch.tensor([ex["prompt_ids"] + ex["response_ids"]])
+            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+            feats.append(torch.cat([hs[layer][0] for layer in layers], dim=-1).to(torch.bfloat16))
+            tokens.append(ids[0])
+            prompt_lens.append(len(ex["prompt_ids"]))
+            n_tok += ids.shape[1]
+            if progress:
+                progress(i + 1, len(examples))
+    data = {"features": feats, "tokens": tokens, "prompt_lens": prompt_lens, "layers": layers,
+            "seconds": time.perf_counter() - t0, "tokens_total": n_tok}
+    tmp = out.with_suffix(".part")
+    torch.save(data, tmp)
+    tmp.replace(out)
+    return data
+
+
+def target_tensors(model_path: str) -> dict:
+    """The target's input embedding and final norm weights (the drafter shares / starts from them)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    return {"embed": model.get_input_embeddings().weight.detach().clone(),
+            "final_norm": model.model.norm.weight.detach().clone()}

@@ -1,0 +1,214 @@
+"""Train a drafter for a target, stage by stage, each stage cached in a work folder (resumable), the result
+written atomically with a manifest. See __init__.py for the stages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ...paths import cache_dir
+
+METHODS = ("eagle3", "dflash")
+
+
+class TrainError(RuntimeError):
+    """Bad input or a failed stage; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    method: str = "eagle3"
+    target: str = "smollm2-135m-instruct"
+    seed: int = 0
+    num_prompts: int = 480
+    max_tokens: int = 128
+    steps: int = 400
+    batch_size: int = 8
+    lr: float = 1e-3
+    ttt_steps: int = 3  # eagle3: draft steps unrolled in training
+    block_size: int = 8  # dflash: drafted block (K = block - 1)
+    draft_vocab_size: int = 8192
+    max_minutes: float | None = None  # stop training early after this long (recorded; not deterministic)
+
+    def key(self) -> str:
+        d = asdict(self)
+        d.pop("max_minutes")
+        if self.method == "eagle3":
+            d.pop("block_size")
+        else:
+            d.pop("ttt_steps")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Stage:
+    name: str
+    seconds: float = 0.0
+    cached: bool = False
+    detail: dict = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int, str], None]  # (stage, done, total, note)
+
+
+def _noop(stage: str, done: int, total: int, note: str) -> None:
+    pass
+
+
+def _target(target: str) -> tuple[str, dict]:
+    """Resolve the target to a local folder with a chat template; raise TrainError otherwise."""
+    from ...models import DEMO_ALIASES, ModelError, resolve_model
+
+    try:
+        path = resolve_model(target)
+    except ModelError as e:
+        raise TrainError(f"--target {target}: {e}") from None
+    folder = Path(path)
+    if not folder.is_dir():
+        raise TrainError(f"--target {target}: not a builtin alias ({', '.join(DEMO_ALIASES)}) nor a local model "
+                         f"folder; training reads the target's weights locally (download it first)")
+    cfg = json.loads((folder / "config.json").read_text())
+    tok_cfg = folder / "tokenizer_config.json"
+    has_template = (folder / "chat_template.jinja").is_file() or (
+        tok_cfg.is_file() and json.loads(tok_cfg.read_text()).get("chat_template"))
+    if not has_template:
+        raise TrainError(f"--target {target}: {folder} has no chat template (tokenizer_config.json chat_template "
+                         f"or chat_template.jinja); drafters are trained on the target's chat responses")
+    return str(folder), cfg
+
+
+def _check_disk(folder: Path, need_bytes: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise TrainError(f"not enough disk space in {folder}: {free / 1e6:.0f} MB free, about "
+                         f"{need_bytes / 1e6:.0f} MB needed for the features and the drafter "
+                         f"(set SPECSWEEP_CACHE to a larger disk)")
+
+
+def drafter_folder(s: TrainSettings) -> Path:
+    name = Path(s.target).name if os.sep in s.target else s.target
+    return cache_dir() / "drafters" / f"{s.method}-{name}-{s.key()}"
+
+
+def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = False) -> tuple[Path, dict]:
+    """Return (drafter folder, manifest); reuses a finished drafter of the same settings unless `force`."""
+    if s.method not in METHODS:
+        raise TrainError(f"--method {s.method}: allowed {', '.join(METHODS)}")
+    model_path, target_cfg = _target(s.target)
+    out = drafter_folder(s)
+    if (out / "manifest.json").is_file() and not force:
+        return out, json.loads((out / "manifest.json").read_text())
+    work = cache_dir() / "drafters" / "work" / out.name
+    hidden = target_cfg["hidden_size"]
+    n_layers = len(_feature_layers(s, target_cfg))
+    _check_disk(work, int(s.num_prompts * (s.max_tokens + 120) * n_layers * hidden * 2 * 1.3) + 200_000_000)
+    t_all = time.perf_counter()
+    stages: list[Stage] = []
+
+    # 1. prompts
+    from .prompts import training_prompts
+
+    prompts = training_prompts(s.num_prompts, s.seed)
+    if len(prompts) < s.num_prompts:
+        raise TrainError(f"--prompts {s.num_prompts}: the templates give only {len(prompts)} distinct prompts")
+    (work / "prompts.json").write_text(json.dumps(prompts))
+
+    # 2. responses (vLLM in a child process)
+    responses = work / "responses.jsonl"
+    st = Stage("responses", cached=responses.is_file())
+    t0 = time.perf_counter()
+    if not st.cached:
+        progress("responses", 0, len(prompts), "starting vLLM")
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
+                   VLLM_LOGGING_LEVEL=os.environ.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
+        res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.train.generate", model_path,
+                              str(work / "prompts.json"), str(responses), str(s.max_tokens), "bfloat16"],
+                             env=env, capture_output=True, text=True)
+        if res.returncode != 0 or not responses.is_file():
+            raise TrainError(f"generating responses with vLLM failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+        st.detail["log"] = res.stdout.strip().splitlines()[-1:]
+    examples = [json.loads(line) for line in responses.read_text().splitlines()]
+    st.seconds = time.perf_counter() - t0
+    st.detail["tokens"] = sum(len(e["response_ids"]) for e in examples)
+    stages.append(st)
+    progress("responses", len(examples), len(prompts), f"{st.detail['tokens']} response tokens")
+    data_hash = hashlib.sha256(responses.read_bytes()).hexdigest()[:16]
+
+    # 3. features
+    import torch
+
+    from .features import compute_features, target_tensors
+
+    layers = _feature_layers(s, target_cfg)
+    feat_file = work / "features.pt"
+    st = Stage("features", cached=feat_file.is_file())
+    t0 = time.perf_counter()
+    if st.cached:
+        data = torch.load(feat_file, weights_only=False)
+    else:
+        data = compute_features(model_path, examples, layers, feat_file,
+                                progress=lambda i, n: progress("features", i, n, ""))
+    st.seconds = time.perf_counter() - t0
+    stages.append(st)
+    tensors = target_tensors(model_path)
+
+    # 4. training
+    if s.method == "eagle3":
+        from .eagle3_train import train_eagle3 as trainer
+    else:
+        from .dflash_train import train_dflash as trainer
+    st = Stage("training")
+    t0 = time.perf_counter()
+    cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress)
+    st.seconds = time.perf_counter() - t0
+    st.detail = result
+    stages.append(st)
+
+    # 5. export (atomic: a crash or a full disk leaves no half-written folder)
+    manifest = {
+        "method": s.method, "target": s.target, "target_path": model_path, "settings": asdict(s),
+        "data_hash": data_hash, "prompts": len(prompts), "response_tokens": stages[0].detail["tokens"],
+        "feature_layers": layers, "steps_done": result["steps_done"], "final_losses": result["final_losses"],
+        "final_accuracy": result["final_accuracy"], "stopped_early": result["stopped_early"],
+        "stages": [asdict(x) for x in stages], "total_seconds": time.perf_counter() - t_all,
+        "torch_version": torch.__version__,
+    }
+    from ..layout import write_dflash_drafter, write_eagle3_drafter
+
+    writer = write_eagle3_drafter if s.method == "eagle3" else write_dflash_drafter
+    _write_with_manifest(writer, out, cfg, weights, manifest)
+    return out, manifest
+
+
+def _write_with_manifest(writer, out: Path, cfg: dict, weights: dict, manifest: dict) -> None:
+    from ..layout import write_checkpoint, eagle3_weight_shapes, dflash_weight_shapes
+
+    shapes = eagle3_weight_shapes(cfg) if writer.__name__ == "write_eagle3_drafter" else dflash_weight_shapes(cfg)
+    write_checkpoint(out, cfg, shapes, weights, extra_files={"manifest.json": json.dumps(manifest, indent=2)})
+
+
+def _feature_layers(s: TrainSettings, target_cfg: dict) -> list[int]:
+    """Transformers hidden_states indices the drafter reads: EAGLE-3's aux layers (vLLM default 2, L/2, L-3);
+    DFlash's target_layer_ids + 1 (vLLM adds 1), i.e. the same features."""
+    from ..layout import default_aux_layers
+
+    return default_aux_layers(target_cfg["num_hidden_layers"])
+
+
+def seeded(seed: int):
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)

@@ -1,0 +1,78 @@
+"""Sanity flags: symptoms that make a row's numbers suspect. Each flag is a short name; a row's flags are
+stored comma-separated (`trial_results.flags`) and explained in README.md ("Flags").
+
+Trial flags (from the trial's own windows):
+  acceptance_collapse  AL < 1.05 with K >= 2: the drafter predicts nothing (wrong sample_from_anchor,
+                       thinking mode on, a drafter for another target, random weights)
+  impossible_al        AL > K + 1, or undefined though speculative counters moved (broken counters)
+  no_drafts            speculation configured but not one draft counted
+  empty_output         a successful request produced no token
+  truncated_output     a request ended without stop or length (aborted), or short of max_tokens with ignore_eos
+  failed_requests      at least one request failed
+  prefix_cache_hits    prefix-cache hits while prefix caching was meant to be off
+  client_saturated     the load generator's process used > 90 % of a core: the client may have capped throughput
+  noisy                throughput's coefficient of variation over repeats above measurement.noisy_cv
+Pairing flags (against the paired baseline):
+  lossy?               temperature 0 and greedy_match_rate below measurement.lossless_threshold
+  distribution_shift?  temperature > 0 and the first-token test's p-value < 0.01
+  fingerprint_mismatch trial and baseline ran in different environments: no speedup is computed
+  baseline_failed      the paired baseline failed: no speedup
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+CLIENT_CPU_LIMIT = 0.9
+
+
+def _bad(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def trial_flags(*, k: int | None, windows: list[dict], outputs: list[list[dict]], max_tokens: int, ignore_eos: bool,
+                prefix_caching: bool, cv: float | None, noisy_cv: float) -> list[str]:
+    flags: list[str] = []
+    k = k or 0
+    if k >= 1:
+        als = [w.get("acceptance_length") for w in windows]
+        moved = any((w.get("num_accepted_tokens") or 0) > 0 or (w.get("num_drafts") or 0) > 0 for w in windows)
+        if any(isinstance(a, float) and math.isnan(a) for a in als) or any(
+                a is not None and a > k + 1 + 1e-9 for a in als):
+            flags.append("impossible_al")
+        elif not moved:
+            flags.append("no_drafts")
+        good = [a for a in als if not _bad(a)]
+        if k >= 2 and good and sorted(good)[len(good) // 2] < 1.05:
+            flags.append("acceptance_collapse")
+    reqs = [o for window in outputs for o in window]
+    if any(o.get("ok") and (o.get("output_tokens") or 0) == 0 for o in reqs):
+        flags.append("empty_output")
+    if any(o.get("ok") and (o.get("finish_reason") not in ("stop", "length")
+                            or (ignore_eos and (o.get("output_tokens") or 0) < max_tokens)) for o in reqs):
+        flags.append("truncated_output")
+    if any((w.get("failed_requests") or 0) > 0 for w in windows):
+        flags.append("failed_requests")
+    if not prefix_caching and any((w.get("prefix_cache_hit_rate") or 0) > 0 for w in windows):
+        flags.append("prefix_cache_hits")
+    if any((w.get("client_cpu_frac") or 0) > CLIENT_CPU_LIMIT for w in windows):
+        flags.append("client_saturated")
+    if cv is not None and cv > noisy_cv:
+        flags.append("noisy")
+    return flags
+
+
+def pairing_flags(*, temperature: float, match: dict | None, distribution: dict | None, threshold: float,
+                  mismatch: list[str], baseline_state: str) -> list[str]:
+    flags = []
+    if baseline_state == "FAIL":
+        flags.append("baseline_failed")
+    if mismatch:
+        flags.append("fingerprint_mismatch")
+    if temperature == 0 and match and match.get("greedy_match_rate") is not None \
+            and match["greedy_match_rate"] < threshold:
+        flags.append("lossy?")
+    if temperature > 0 and distribution and distribution.get("p_value") is not None and distribution["p_value"] < 0.01:
+        flags.append("distribution_shift?")
+    return flags

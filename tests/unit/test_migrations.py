@@ -1,0 +1,67 @@
+"""Schema migrations (db/migrations, Alembic): a new store is created at head and matches the code's
+tables exactly; a store created by the first released schema is upgraded in place, rows kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, text
+
+from orchestrator.controller.runner import run_sweep
+from orchestrator.spec import load_spec
+from orchestrator.store import Store, normalize_url
+from orchestrator.store.migrate import VERSION_TABLE, head_revision
+from orchestrator.store.schema import metadata
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+
+def test_new_store_is_at_head_and_matches_the_code(store_url):
+    st = Store(store_url)
+    assert st.schema_revisions == (None, head_revision())
+    with st.engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"include_object": lambda o, name, t, r, c: not (
+            t == "table" and name not in metadata.tables)})
+        assert compare_metadata(ctx, metadata) == []
+        assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar() == head_revision()
+    assert Store(store_url).schema_revisions == (head_revision(), head_revision())  # idempotent
+
+
+def test_first_released_schema_is_upgraded_with_its_rows(ray_session, store_url, write_spec):
+    engine = create_engine(normalize_url(store_url))
+    dialect = engine.dialect.name
+    ddl = (FIXTURES / f"schema_v1_{dialect}.sql").read_text()
+    with engine.begin() as conn:
+        for stmt in ddl.split(";\n"):
+            body = "\n".join(line for line in stmt.splitlines() if not line.startswith("--")).strip()
+            if body:
+                conn.execute(text(body))
+        conn.execute(text("INSERT INTO sweeps (name, spec_hash, spec, status, created_at) "
+                          "VALUES ('old', 'h', '{}', 'complete', CURRENT_TIMESTAMP)"))
+        conn.execute(text(
+            "INSERT INTO sweep_trials (sweep_id, trial_number, method_label, method, backend, method_params, params, "
+            "point_key, concurrency, dataset, engine_config, engine_config_hash, model, state, attempt, "
+            "on_pareto_front, created_at) VALUES (1, 0, 'baseline', 'baseline', 'fake', '{}', '{}', 'k', 1, "
+            "'smoke', '{}', 'x', 'm', 'COMPLETE', 1, false, CURRENT_TIMESTAMP)"))
+        conn.execute(text("INSERT INTO sweep_trial_metrics (trial_id, output_tok_s, repeats, failed_requests) "
+                          "VALUES (1, 42.0, 1, 0)"))
+    engine.dispose()
+    st = Store(store_url)
+    assert st.schema_revisions == ("0001", head_revision())
+    (old,) = st.trial_results("old")
+    assert old["output_tok_s"] == 42.0 and old["role"] == "search" and old["speedup"] is None
+    # and the upgraded store takes a new sweep
+    spec = write_spec("""
+name: after-upgrade
+target: {model: fake-model}
+engine: {backend: fake}
+workload: {dataset: smoke, num_prompts: 3, max_tokens: 8}
+methods: {ngram: {num_speculative_tokens: 2}}
+measurement: {repeats: 1, warmup_requests: 0}
+""")
+    out = run_sweep(load_spec(spec), st)
+    assert out.completed == 1 and out.baselines == 1
+    assert [r["speedup"] is not None for r in st.trial_results("after-upgrade") if r["role"] == "search"] == [True]
