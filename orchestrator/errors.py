@@ -9,6 +9,7 @@ from dataclasses import dataclass
 EXIT_OK = 0
 EXIT_TRIALS_FAILED = 1  # the sweep ran, but one or more trials failed
 EXIT_BAD_INPUT = 2  # spec / arguments refused before anything ran or was written
+EXIT_REGRESSION = 3  # specsweep nightly: a regression was detected
 EXIT_INTERRUPTED = 130
 
 

@@ -117,7 +117,7 @@ def dflash_weight_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def write_checkpoint(out: Path, cfg: dict[str, Any], shapes: dict[str, tuple[int, ...]], weights: dict | None = None,
-                     seed: int = 0, extra_files: dict[str, str] | None = None) -> Path:
+                     seed: int = 0, extra_files: dict[str, str | bytes] | None = None) -> Path:
     """Write config.json + model.safetensors atomically (a crash leaves no half-written folder). Entries of
     `shapes` missing from `weights` are random (normal * 0.02; norms 1); other given tensors (d2t, t2d) are
     written as they are."""
@@ -141,8 +141,11 @@ def write_checkpoint(out: Path, cfg: dict[str, Any], shapes: dict[str, tuple[int
     with atomic_folder(Path(out)) as tmp:
         save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
-        for fname, text in (extra_files or {}).items():
-            (tmp / fname).write_text(text, encoding="utf-8")
+        for fname, content in (extra_files or {}).items():
+            if isinstance(content, bytes):
+                (tmp / fname).write_bytes(content)
+            else:
+                (tmp / fname).write_text(content, encoding="utf-8")
     return Path(out)
 
 

@@ -25,7 +25,15 @@ def _cached_hub_file(repo_id: str, filename: str) -> str | None:
 
 
 def read_model_config(model: str, param: str = "model") -> dict[str, Any] | None:
-    """config.json of a local folder or a hub id in the local HF cache; None when only the hub has it."""
+    """config.json of a local folder or a hub id in the local HF cache; None when only the hub has it.
+    `trained:<method>` names a drafter made by `specsweep drafters train`."""
+    from ..drafters.trained import is_trained_alias, resolve_trained
+
+    if is_trained_alias(model):
+        try:
+            model = str(resolve_trained(model))
+        except FileNotFoundError as e:
+            raise MethodError(param, str(e)) from None
     p = Path(model).expanduser()
     if p.is_dir():
         cfg = p / "config.json"

@@ -68,6 +68,13 @@ def resolve_model(model: str) -> str:
     absolute path; anything else is passed on as a hub id (loaded by vLLM from the hub or its cache)."""
     if model in DEMO_ALIASES:
         return str(ensure_demo_model(model))
+    from ..drafters.trained import is_trained_alias, resolve_trained
+
+    if is_trained_alias(model):
+        try:
+            return str(resolve_trained(model))
+        except FileNotFoundError as e:
+            raise ModelError(str(e)) from None
     p = Path(model).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():

@@ -93,7 +93,7 @@ def _drop_views(conn: Connection) -> None:
         if name in existing:
             conn.execute(text(f"DROP VIEW {name}"))
     for name in existing - set(VIEWS):  # views of an older release that no longer exist
-        if name in ("trial_results",):
+        if name in ("trial_results", "speedup_crossover", "pareto", "method_summary", "nightly_history"):
             conn.execute(text(f"DROP VIEW {name}"))
 
 

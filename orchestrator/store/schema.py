@@ -171,6 +171,52 @@ sweep_request_outputs = Table(
     Column("output_token_ids", JSON),
 )
 
+# ---- nightly regression runs (specsweep nightly) --------------------------------------------------------
+nightly_runs = Table(
+    "nightly_runs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("suite", String(120), nullable=False, index=True),
+    Column("status", String(16), nullable=False),  # running | ok | regression | failed
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("history_nights", Integer, nullable=False),
+    Column("regressions", Integer),
+    Column("host", String(255)),
+    sqlite_autoincrement=True,
+)
+
+nightly_sweeps = Table(
+    "nightly_sweeps", metadata,
+    Column("run_id", Integer, ForeignKey("nightly_runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("sweep_id", Integer, ForeignKey("sweeps.id", ondelete="CASCADE"), primary_key=True),
+    Column("spec_name", String(120), nullable=False),  # the spec's name: the key across nights
+)
+
+nightly_verdicts = Table(
+    "nightly_verdicts", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("nightly_runs.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("trial_id", Integer, ForeignKey("sweep_trials.id", ondelete="CASCADE"), nullable=False),
+    Column("spec_name", String(120), nullable=False),
+    Column("point_key", String(512), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("value", Float),
+    Column("history_median", Float),
+    Column("history_n", Integer, nullable=False),
+    Column("change", Float),  # value / history_median - 1
+    Column("threshold", Float, nullable=False),
+    Column("verdict", String(24), nullable=False),  # regression | suspicious | ok | insufficient data
+    Column("note", Text),
+)
+
+# One row per (suite, held lock): two nightly runs of one suite never overlap.
+nightly_locks = Table(
+    "nightly_locks", metadata,
+    Column("suite", String(120), primary_key=True),
+    Column("holder", String(255), nullable=False),  # host:pid
+    Column("acquired_at", DateTime(timezone=True), nullable=False),
+)
+
 _METRICS_SELECT = ",\n  ".join(f"m.{c}" for c in METRIC_COLUMNS)
 
 VIEWS = {
@@ -191,6 +237,7 @@ SELECT
   {_METRICS_SELECT},
   m.repeats,
   m.failed_requests,
+  m.acceptance_per_pos,
   m.output_tok_s_cv,
   c.speedup,
   c.speedup_ci_low,
@@ -225,6 +272,8 @@ SELECT
   c.fingerprint_diff,
   t.started_at,
   t.finished_at,
+  t.point_key,
+  t.environment_id,
   t.id AS trial_id,
   s.id AS sweep_id
 FROM sweep_trials t
@@ -253,5 +302,36 @@ SELECT
 FROM trial_results
 WHERE speedup IS NOT NULL
 GROUP BY sweep, label, method, num_speculative_tokens, drafter, max_num_seqs, max_num_batched_tokens, dataset
+""",
+    # The Pareto front of each sweep (Optuna's best trials for the sweep's objectives).
+    "pareto": """
+CREATE VIEW pareto AS
+SELECT * FROM trial_results WHERE on_pareto_front AND state = 'COMPLETE'
+""",
+    # Per sweep, method label, dataset and concurrency: the configuration with the highest throughput
+    # (K, drafter, batch settings), with its speedup, interval and flags.
+    "method_summary": """
+CREATE VIEW method_summary AS
+SELECT sweep, label, method, dataset, concurrency, num_speculative_tokens, drafter, max_num_seqs,
+       max_num_batched_tokens, output_tok_s, speedup, speedup_ci_low, speedup_ci_high, tpot_ms_p50, ttft_ms_p50,
+       acceptance_length, flags, trial_id
+FROM (
+  SELECT r.*, ROW_NUMBER() OVER (PARTITION BY sweep, label, dataset, concurrency
+                                 ORDER BY output_tok_s DESC, trial_id) AS rank_in_group
+  FROM trial_results r
+  WHERE state = 'COMPLETE' AND role = 'search' AND output_tok_s IS NOT NULL
+) ranked
+WHERE rank_in_group = 1
+""",
+    # Every nightly verdict with its night and point: how a metric moved over time.
+    "nightly_history": """
+CREATE VIEW nightly_history AS
+SELECT n.suite, n.id AS run_id, n.started_at AS night, n.status AS run_status, v.spec_name, s.name AS sweep,
+       t.method_label AS label, t.method, t.num_speculative_tokens, t.dataset, t.concurrency, t.max_num_seqs,
+       v.metric, v.value, v.history_median, v.history_n, v.change, v.threshold, v.verdict, v.note, v.trial_id
+FROM nightly_verdicts v
+JOIN nightly_runs n ON n.id = v.run_id
+JOIN sweep_trials t ON t.id = v.trial_id
+JOIN sweeps s ON s.id = t.sweep_id
 """,
 }

@@ -15,7 +15,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreError
 from ..metrics import METRIC_COLUMNS
-from .schema import (sweep_environments, sweep_measurements, sweep_request_outputs,
+from .schema import (nightly_locks, nightly_runs, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
                      sweep_trial_comparisons, sweep_trial_metrics, sweep_trials, sweeps)
 
 
@@ -256,6 +256,68 @@ class Store:
                 fingerprint_hash=h, created_at=now(), details={k: v for k, v in fingerprint.items() if k not in cols},
                 **{k: fingerprint.get(k) for k in cols}))
             return int(res.inserted_primary_key[0])
+
+    # ---- nightly runs -----------------------------------------------------------------------------
+    def nightly_lock(self, suite: str, holder: str, break_lock: bool = False) -> dict | None:
+        """Take the suite's lock; returns None when taken, else the current holder's row."""
+        from sqlalchemy.exc import IntegrityError
+
+        with self.engine.begin() as conn:
+            if break_lock:
+                conn.execute(nightly_locks.delete().where(nightly_locks.c.suite == suite))
+            try:
+                conn.execute(insert(nightly_locks).values(suite=suite, holder=holder, acquired_at=now()))
+                return None
+            except IntegrityError:
+                pass
+        with self.engine.connect() as conn:
+            row = conn.execute(select(nightly_locks).where(nightly_locks.c.suite == suite)).mappings().first()
+            return dict(row) if row else {"suite": suite, "holder": "?", "acquired_at": None}
+
+    def nightly_unlock(self, suite: str, holder: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(nightly_locks.delete().where(nightly_locks.c.suite == suite, nightly_locks.c.holder == holder))
+
+    def create_nightly_run(self, suite: str, history_nights: int, host: str) -> int:
+        with self.engine.begin() as conn:
+            res = conn.execute(insert(nightly_runs).values(suite=suite, status="running", started_at=now(),
+                                                           history_nights=history_nights, host=host))
+            return int(res.inserted_primary_key[0])
+
+    def add_nightly_sweep(self, run_id: int, sweep_id: int, spec_name: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(insert(nightly_sweeps).values(run_id=run_id, sweep_id=sweep_id, spec_name=spec_name))
+
+    def finish_nightly_run(self, run_id: int, status: str, regressions: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(nightly_runs).where(nightly_runs.c.id == run_id).values(
+                status=status, regressions=regressions, finished_at=now()))
+
+    def previous_nightly_sweeps(self, suite: str, spec_name: str, before_run: int, limit: int) -> list[int]:
+        """Sweep ids of the same spec in the suite's last `limit` finished nights before `before_run`."""
+        with self.engine.connect() as conn:
+            q = (select(nightly_sweeps.c.sweep_id)
+                 .join(nightly_runs, nightly_runs.c.id == nightly_sweeps.c.run_id)
+                 .where(nightly_runs.c.suite == suite, nightly_sweeps.c.spec_name == spec_name,
+                        nightly_runs.c.id < before_run, nightly_runs.c.status != "running")
+                 .order_by(nightly_runs.c.id.desc()).limit(limit))
+            return [int(r[0]) for r in conn.execute(q)]
+
+    def add_verdicts(self, rows: list[dict]) -> None:
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(insert(nightly_verdicts), rows)
+
+    def nightly_history(self, run_id: int) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(text(
+                "SELECT * FROM nightly_history WHERE run_id = :r ORDER BY spec_name, label, concurrency, metric"),
+                {"r": run_id}).mappings()]
+
+    def trial_results_by_id(self, sweep_id: int) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(text(
+                "SELECT * FROM trial_results WHERE sweep_id = :s ORDER BY trial"), {"s": sweep_id}).mappings()]
 
     # ---- reads ------------------------------------------------------------------------------------
     def trial_results(self, sweep_name: str) -> list[dict]:

@@ -70,3 +70,51 @@ def test_ray_job_submit_writes_rows_to_postgres(ray_head, pg_url):
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-2000:])
     assert "succeeded" in (r.stdout + r.stderr)
     check_smoke_rows(Store(pg_url), "smoke-tiny", [1, 3])
+
+
+FAKE_JOB = """
+name: fake-submit
+target: {model: fake-model}
+engine: {backend: fake}
+workload: {dataset: smoke, num_prompts: 4, max_tokens: 8}
+methods: {ngram: {num_speculative_tokens: 2}}
+space: {concurrency: [2]}
+measurement: {repeats: 1, warmup_requests: 0}
+"""
+
+
+def test_specsweep_submit_keeps_the_password_out(ray_head, pg_url, tmp_path):
+    """`specsweep submit` writes rows to PostgreSQL through the cluster; a store URL with a password is
+    refused on the command line's way into the job, and reaches the job only as a file path: the password
+    appears in no job field, no output and no row."""
+    address, env = ray_head
+    secret = "s3cr3t-PW-4242"  # trust auth on the test server accepts any password
+    url_with_pw = pg_url.replace("postgres@", f"postgres:{secret}@", 1)
+    assert secret in url_with_pw
+    url_file = tmp_path / "store-url"
+    url_file.write_text(url_with_pw + "\n")
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "fake.yaml").write_text(FAKE_JOB)
+    base = [str(BIN / "specsweep"), "submit", str(job_dir / "fake.yaml"), "--address", address,
+            "--working-dir", str(job_dir)]
+    refused = subprocess.run(base, env=dict(env, SPECSWEEP_DB=url_with_pw), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "password" in refused.stderr, refused.stderr
+    ok = subprocess.run(base + ["--store-file", str(url_file), "--wait"], env=env, capture_output=True, text=True,
+                        timeout=600)
+    assert ok.returncode == 0, (ok.stdout[-3000:], ok.stderr[-2000:])
+    assert "SUCCEEDED" in ok.stdout and "fake-submit-" in ok.stdout
+    st = Store(url_with_pw)
+    rows = st.trial_results("fake-submit")
+    assert len(rows) == 2 and all(r["state"] == "COMPLETE" for r in rows)
+    jobs = subprocess.run([str(BIN / "ray"), "job", "list", "--address", address], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert "fake-submit" in jobs.stdout and "SPECSWEEP_DB_FILE" in jobs.stdout
+    from sqlalchemy import inspect, text
+
+    with st.engine.connect() as conn:
+        dump = "".join(str(list(conn.execute(text(f"SELECT * FROM {t}"))))
+                       for t in inspect(conn).get_table_names())
+    for where, content in (("refused output", refused.stdout + refused.stderr), ("job output", ok.stdout + ok.stderr),
+                           ("ray job list", jobs.stdout), ("store rows", dump)):
+        assert secret not in content, f"password leaked into {where}"

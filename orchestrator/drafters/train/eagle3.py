@@ -64,8 +64,8 @@ class Eagle3Drafter(nn.Module):
         self.register_buffer("embed", embed, persistent=False)  # the target's, frozen (vLLM shares it)
 
     def forward(self, tokens: torch.Tensor, feats: torch.Tensor, valid: torch.Tensor, steps: int) -> list[torch.Tensor]:
-        """tokens: (B, L) ids; feats: (B, L, n_aux*h); valid: (B, L) bool. Returns per step the logits (B, T, Vd)
-        with T = L - 1; step s at row i predicts x[i + 2 + s]."""
+        """tokens: (B, L) ids; feats: (B, L, n_aux*h); valid: (B, L) bool. Returns per step the normed output
+        states (B, T, h), T = L - 1 (logits = lm_head of them); step s at row i predicts x[i + 2 + s]."""
         B, L = tokens.shape
         T = L - 1
         hidden = self.fc(feats[:, :T])
@@ -105,7 +105,7 @@ class Eagle3Drafter(nn.Module):
             residual = residual + a
             hm = self.post_attention_layernorm(residual)
             residual = residual + self.down_proj(F.silu(self.gate_proj(hm)) * self.up_proj(hm))
-            out.append(self.lm_head(self.norm(residual)))
+            out.append(self.norm(residual))  # the lm_head is applied by the caller, on labelled rows only
             hidden = residual
         return out
 

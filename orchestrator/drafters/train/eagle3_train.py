@@ -88,20 +88,21 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
         tokens, feats, valid, resp = _batch(data, idx, t2d_index)
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
-        logits = model(tokens, feats, valid, s.ttt_steps)
+        states = model(tokens, feats, valid, s.ttt_steps)
         loss = 0.0
         losses, accs = [], []
-        for k, lg in enumerate(logits):
+        for k, st in enumerate(states):
             lab = _labels(tokens, valid, resp, k, t2d_index)
             m = lab >= 0
             if m.sum() == 0:
                 losses.append(float("nan"))
                 accs.append(float("nan"))
                 continue
-            ce = F.cross_entropy(lg[m], lab[m])
+            lg = model.lm_head(st[m])  # labelled (response) rows only: the prompt rows cost nothing here
+            ce = F.cross_entropy(lg, lab[m])
             loss = loss + (STEP_WEIGHT ** k) * ce
             losses.append(ce.item())
-            accs.append(float((lg[m].argmax(-1) == lab[m]).float().mean()))
+            accs.append(float((lg.argmax(-1) == lab[m]).float().mean()))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -35,9 +35,14 @@ class TrainSettings:
     batch_size: int = 8
     lr: float = 1e-3
     ttt_steps: int = 3  # eagle3: draft steps unrolled in training
-    block_size: int = 8  # dflash: drafted block (K = block - 1)
+    block_size: int = 16  # dflash: drafted block (K <= block - 1: one drafter serves K = 3, 7, 15)
     draft_vocab_size: int = 8192
     max_minutes: float | None = None  # stop training early after this long (recorded; not deterministic)
+
+    def data_key(self) -> str:
+        """Identity of the training data (prompts, responses, features): shared by every method."""
+        d = {"target": self.target, "seed": self.seed, "num_prompts": self.num_prompts, "max_tokens": self.max_tokens}
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def key(self) -> str:
         d = asdict(self)
@@ -108,10 +113,13 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     out = drafter_folder(s)
     if (out / "manifest.json").is_file() and not force:
         return out, json.loads((out / "manifest.json").read_text())
-    work = cache_dir() / "drafters" / "work" / out.name
+    work = cache_dir() / "drafters" / "work" / out.name  # training checkpoints of this drafter
+    data_dir = cache_dir() / "drafters" / "data" / f"{out.name.split('-', 1)[1].rsplit('-', 1)[0]}-{s.data_key()}"
+    data_dir.mkdir(parents=True, exist_ok=True)
     hidden = target_cfg["hidden_size"]
     n_layers = len(_feature_layers(s, target_cfg))
-    _check_disk(work, int(s.num_prompts * (s.max_tokens + 120) * n_layers * hidden * 2 * 1.3) + 200_000_000)
+    work.mkdir(parents=True, exist_ok=True)
+    _check_disk(work.parent, int(s.num_prompts * (s.max_tokens + 120) * n_layers * hidden * 2 * 1.3) + 200_000_000)
     t_all = time.perf_counter()
     stages: list[Stage] = []
 
@@ -121,10 +129,10 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     prompts = training_prompts(s.num_prompts, s.seed)
     if len(prompts) < s.num_prompts:
         raise TrainError(f"--prompts {s.num_prompts}: the templates give only {len(prompts)} distinct prompts")
-    (work / "prompts.json").write_text(json.dumps(prompts))
+    (data_dir / "prompts.json").write_text(json.dumps(prompts))
 
     # 2. responses (vLLM in a child process)
-    responses = work / "responses.jsonl"
+    responses = data_dir / "responses.jsonl"
     st = Stage("responses", cached=responses.is_file())
     t0 = time.perf_counter()
     if not st.cached:
@@ -132,7 +140,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
                    VLLM_LOGGING_LEVEL=os.environ.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
         res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.train.generate", model_path,
-                              str(work / "prompts.json"), str(responses), str(s.max_tokens), "bfloat16"],
+                              str(data_dir / "prompts.json"), str(responses), str(s.max_tokens), "bfloat16"],
                              env=env, capture_output=True, text=True)
         if res.returncode != 0 or not responses.is_file():
             raise TrainError(f"generating responses with vLLM failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
@@ -150,7 +158,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     from .features import compute_features, target_tensors
 
     layers = _feature_layers(s, target_cfg)
-    feat_file = work / "features.pt"
+    feat_file = data_dir / "features.pt"
     st = Stage("features", cached=feat_file.is_file())
     t0 = time.perf_counter()
     if st.cached:
@@ -194,7 +202,12 @@ def _write_with_manifest(writer, out: Path, cfg: dict, weights: dict, manifest: 
     from ..layout import write_checkpoint, eagle3_weight_shapes, dflash_weight_shapes
 
     shapes = eagle3_weight_shapes(cfg) if writer.__name__ == "write_eagle3_drafter" else dflash_weight_shapes(cfg)
-    write_checkpoint(out, cfg, shapes, weights, extra_files={"manifest.json": json.dumps(manifest, indent=2)})
+    weights = dict(weights)
+    extra: dict[str, str | bytes] = {"manifest.json": json.dumps(manifest, indent=2)}
+    mask = weights.pop("__mask_embedding_pt__", None)
+    if mask is not None:  # DFlash: the trained mask-slot embedding (vLLM reads mask_embedding.pt)
+        extra["mask_embedding.pt"] = mask
+    write_checkpoint(out, cfg, shapes, weights, extra_files=extra)
 
 
 def _feature_layers(s: TrainSettings, target_cfg: dict) -> list[int]:

@@ -1,0 +1,130 @@
+"""`specsweep drafters train` without vLLM: the training loops on synthetic features (determinism, resume,
+manifest), the checkpoint layouts, and bad input (unknown target, no chat template, full disk)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from orchestrator.drafters.layout import dflash_weight_shapes, eagle3_weight_shapes
+from orchestrator.drafters.train import eagle3_train
+from orchestrator.drafters.train.dflash_train import train_dflash
+from orchestrator.drafters.train.eagle3_train import train_eagle3
+from orchestrator.drafters.train.prompts import training_prompts
+from orchestrator.drafters.train.run import TrainError, TrainSettings, _write_with_manifest, train_drafter
+from orchestrator.datasets import load_prompts
+
+TARGET = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 8, "num_hidden_layers": 6, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+          "max_position_embeddings": 512, "vocab_size": 97}
+
+
+def synthetic_data(n=12, seed=0):
+    """Sequences whose next token is a function of the features, so a drafter can learn something."""
+    g = torch.Generator().manual_seed(seed)
+    tokens, feats, plens = [], [], []
+    for _ in range(n):
+        L = int(torch.randint(20, 40, (1,), generator=g))
+        t = torch.randint(0, 97, (L,), generator=g)
+        t[1:] = (t[:-1] * 7 + 3) % 97  # deterministic successor: learnable
+        tokens.append(t)
+        feats.append(torch.randn(L, 3 * 32, generator=g).to(torch.bfloat16))
+        plens.append(5)
+    return {"tokens": tokens, "features": feats, "prompt_lens": plens}
+
+
+def tensors():
+    g = torch.Generator().manual_seed(1)
+    return {"embed": torch.randn(97, 32, generator=g) * 0.1, "final_norm": torch.ones(32)}
+
+
+def noop(*_):
+    pass
+
+
+def test_eagle3_training_learns_is_deterministic_and_resumes(tmp_path):
+    s = TrainSettings(method="eagle3", steps=30, batch_size=4, draft_vocab_size=64, seed=3)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    cfg, w1, r1 = train_eagle3(s, TARGET, synthetic_data(), tensors(), tmp_path / "a", noop)
+    _, w2, _ = train_eagle3(s, TARGET, synthetic_data(), tensors(), tmp_path / "b", noop)
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # same seed, same weights
+    assert r1["steps_done"] == 30 and r1["final_losses"][0] < 4.0  # below uniform over 64 (ln 64 = 4.16)
+    # interrupted after 25 steps (the checkpoint), then resumed: the same weights as uninterrupted
+    def ctrl_c_at_27(stage, done, total, note):
+        if done == 27:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_eagle3(s, TARGET, synthetic_data(), tensors(), tmp_path / "c", ctrl_c_at_27)
+    assert torch.load(tmp_path / "c" / "train_state.pt", weights_only=False)["step"] == 25
+    _, w3, r3 = train_eagle3(s, TARGET, synthetic_data(), tensors(), tmp_path / "c", noop)
+    assert r3["steps_done"] == 30 and all(torch.allclose(w1[k].float(), w3[k].float()) for k in w1)
+    # the layout vLLM loads: every expected tensor with its shape, plus d2t / t2d
+    shapes = eagle3_weight_shapes(cfg)
+    assert {k: tuple(w1[k].shape) for k in shapes} == shapes
+    assert w1["d2t"].dtype == torch.long and w1["t2d"].shape == (97,) and int(w1["t2d"].sum()) == cfg["draft_vocab_size"]
+    target_ids = torch.arange(cfg["draft_vocab_size"]) + w1["d2t"]
+    assert torch.equal(torch.nonzero(w1["t2d"]).flatten(), target_ids)  # d2t and t2d agree
+
+
+def test_dflash_training_and_layout(tmp_path):
+    s = TrainSettings(method="dflash", steps=20, batch_size=4, block_size=4, seed=0)
+    cfg, w, r = train_dflash(s, TARGET, synthetic_data(), tensors(), tmp_path, noop)
+    assert r["steps_done"] == 20 and len(r["final_accuracy"]) == 3
+    assert cfg["block_size"] == 4 and cfg["dflash_config"]["sample_from_anchor"] is False
+    mask = torch.load(__import__("io").BytesIO(w.pop("__mask_embedding_pt__")), weights_only=True)
+    assert mask["mask_token_id"] == cfg["dflash_config"]["mask_token_id"] and mask["embedding"].shape == (32,)
+    assert {k: tuple(v.shape) for k, v in w.items()} == dflash_weight_shapes(cfg)
+
+
+def test_manifest_round_trip_and_atomic_write(tmp_path, monkeypatch):
+    s = TrainSettings(method="eagle3", steps=2, batch_size=2, draft_vocab_size=32)
+    cfg, w, r = train_eagle3(s, TARGET, synthetic_data(4), tensors(), tmp_path, noop)
+    manifest = {"method": "eagle3", "settings": s.__dict__, "final_losses": r["final_losses"], "data_hash": "abc"}
+    out = tmp_path / "drafter"
+    from orchestrator.drafters.layout import write_eagle3_drafter
+
+    _write_with_manifest(write_eagle3_drafter, out, cfg, w, manifest)
+    assert json.loads((out / "manifest.json").read_text()) == json.loads(json.dumps(manifest))
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
+    # a full disk while writing: no drafter folder, no temporary folder left behind
+    import safetensors.torch
+
+    def enospc(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", enospc)
+    with pytest.raises(OSError, match="No space left"):
+        _write_with_manifest(write_eagle3_drafter, tmp_path / "full", cfg, w, manifest)
+    assert not (tmp_path / "full").exists() and not list(tmp_path.glob(".full-*"))
+
+
+def test_training_prompts_are_distinct_deterministic_and_held_out():
+    a, b = training_prompts(300, seed=0), training_prompts(300, seed=0)
+    assert a == b and len(set(a)) == 300
+    held_out = {p.messages[-1]["content"] for p in load_prompts("smoke", num_prompts=1000)}
+    assert not held_out & set(a)
+
+
+def test_bad_inputs(tmp_path, monkeypatch):
+    with pytest.raises(TrainError, match="--method"):
+        train_drafter(TrainSettings(method="medusa"))
+    with pytest.raises(TrainError, match="--target"):
+        train_drafter(TrainSettings(target=str(tmp_path / "nope")))
+    folder = tmp_path / "no-template"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TARGET))
+    (folder / "tokenizer_config.json").write_text("{}")
+    with pytest.raises(TrainError, match="no chat template"):
+        train_drafter(TrainSettings(target=str(folder)))
+    (folder / "chat_template.jinja").write_text("{{ messages }}")
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 10**6, 10**6))
+    with pytest.raises(TrainError, match="not enough disk space"):
+        train_drafter(TrainSettings(target=str(folder)))
+    assert not list((tmp_path / "cache" / "drafters").glob("eagle3-*"))  # nothing half-written

@@ -1,0 +1,100 @@
+"""Nightly regression runs through real Ray and SQLite/PostgreSQL with the fake backend: ten nights of
+history with injected per-window noise, then a night with an injected slowdown (detected, exit 3, report)
+and a night of plain noise (no regression); the suite lock; verdict arithmetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.nightly import verdict_for
+from orchestrator.store import Store
+
+SPEC = """
+name: nightly-fake
+target: {{model: fake-model}}
+engine: {{backend: fake, fake: {{step_seconds: {step}, noise: 0.02, noise_seed: {night}, seed: {night}}}}}
+workload: {{dataset: smoke, num_prompts: 6, max_tokens: 24, ignore_eos: true}}
+methods:
+  ngram: {{num_speculative_tokens: 2}}
+space: {{concurrency: [2]}}
+measurement: {{repeats: 3, order: blocked, warmup_requests: 1, discard_first_window: false}}
+"""
+SUITE = """
+suite: fake-suite
+sweeps: [sweep.yaml]
+history: 7
+min_history: 3
+thresholds:
+  output_tok_s: {direction: higher_is_better, threshold: 0.25}
+  tpot_ms_p50: {direction: lower_is_better, threshold: 0.4}
+"""
+
+
+def test_verdicts():
+    hist = [100, 102, 98, 101, 99]
+    assert verdict_for(70, hist, direction="higher_is_better", threshold=0.1, min_history=3)[0] == "regression"
+    assert verdict_for(93, hist, direction="higher_is_better", threshold=0.1, min_history=3)[0] == "suspicious"
+    assert verdict_for(70, hist, direction="higher_is_better", threshold=0.1, min_history=3, noisy=True)[0] == "suspicious"
+    assert verdict_for(130, hist, direction="higher_is_better", threshold=0.1, min_history=3)[0] == "ok"
+    assert verdict_for(130, hist, direction="lower_is_better", threshold=0.2, min_history=3)[0] == "regression"
+    v, med, change = verdict_for(90, [100, 100], direction="higher_is_better", threshold=0.1, min_history=3)
+    assert v == "insufficient data" and med == 100 and change is None
+
+
+def test_ten_nights_then_a_regression_and_plain_noise(ray_session, sqlite_url, tmp_path):
+    store_url = sqlite_url  # the nightly tables on PostgreSQL: test_query.py, test_secrets.py, test_migrations.py
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    runner = CliRunner()
+
+    def night(n: int, step: float = 0.004):
+        (tmp_path / "sweep.yaml").write_text(SPEC.format(step=step, night=n))
+        return runner.invoke(app, ["nightly", str(suite), "--store", store_url, "--report-dir", str(tmp_path / "r")])
+
+    for n in range(10):
+        res = night(n)
+        assert res.exit_code == 0, res.output
+    st = Store(store_url)
+    first = st.nightly_history(1)
+    assert first and {r["verdict"] for r in first} == {"insufficient data"}  # no history on night 1
+    # night 11: every engine step twice as slow -> throughput halves, TPOT doubles
+    res = night(10, step=0.008)
+    assert res.exit_code == 3, res.output
+    assert "regression" in res.output
+    bad = [r for r in st.nightly_history(11) if r["verdict"] == "regression"]
+    assert {(r["label"], r["metric"]) for r in bad} >= {("ngram", "output_tok_s"), ("ngram", "tpot_ms_p50")}
+    assert all(r["history_n"] == 7 for r in bad)  # the median of the previous 7 nights
+    report = (tmp_path / "r" / "nightly-fake-suite-11.md").read_text()
+    assert "**regression**" in report and "output_tok_s" in report
+    # night 12: plain noise again (the regressed night is in its history, the median shrugs it off)
+    res = night(11)
+    assert res.exit_code == 0, res.output
+    assert not [r for r in st.nightly_history(12) if r["verdict"] == "regression"]
+    # the views users query
+    res = runner.invoke(app, ["query", "--saved", "nightly-regressions", "--store", store_url, "--format", "json"])
+    assert res.exit_code == 0 and '"verdict": "regression"' in res.output
+
+
+def test_two_nightly_runs_never_overlap(ray_session, sqlite_url, tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    (tmp_path / "sweep.yaml").write_text(SPEC.format(step=0.002, night=0))
+    st = Store(sqlite_url)
+    assert st.nightly_lock("fake-suite", "otherhost:123") is None  # another run holds it
+    res = CliRunner().invoke(app, ["nightly", str(suite), "--store", sqlite_url])
+    assert res.exit_code == 2 and "otherhost:123" in res.output and "--break-lock" in res.output
+    res = CliRunner().invoke(app, ["nightly", str(suite), "--store", sqlite_url, "--break-lock",
+                                   "--report-dir", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    assert st.nightly_lock("fake-suite", "me:1") is None  # released after the run
+
+
+def test_bad_suite_file(tmp_path, sqlite_url):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("suite: s\nsweeps: [missing.yaml]\nthresholds: {bogus_metric: {direction: higher_is_better, threshold: 0.1}}\n")
+    res = CliRunner().invoke(app, ["nightly", str(suite), "--store", sqlite_url])
+    assert res.exit_code == 2
+    assert "thresholds.bogus_metric" in res.output and "no such file" in res.output

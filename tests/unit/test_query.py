@@ -1,0 +1,83 @@
+"""`specsweep query` on a read-only connection, saved queries, the DataFrame helper, the report, and the
+Optuna study read back with Optuna's own API — on SQLite and PostgreSQL, from a real fake-backend sweep."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.controller.runner import run_sweep
+from orchestrator.spec import load_spec
+from orchestrator.store import Store
+from orchestrator.store.query import QueryError, dataframe, run_query, saved_queries
+
+SPEC = """
+name: q-sweep
+target: {model: fake-model}
+engine: {backend: fake, fake: {step_seconds: 0.002, token_cost: 0.5, acceptance: [0.9, 0.7, 0.5]}}
+workload: {dataset: smoke, num_prompts: 4, max_tokens: 16}
+methods:
+  ngram: {num_speculative_tokens: [2, 3]}
+space: {concurrency: [1, 4]}
+measurement: {repeats: 2, warmup_requests: 0, order: blocked}
+"""
+
+
+@pytest.fixture
+def swept(ray_session, store_url, write_spec):
+    st = Store(store_url)
+    run_sweep(load_spec(write_spec(SPEC)), st)
+    return store_url
+
+
+def test_query_reads_and_refuses_writes(swept):
+    cols, rows = run_query(swept, "SELECT label, concurrency, speedup FROM trial_results WHERE role = 'search'")
+    assert cols == ["label", "concurrency", "speedup"] and len(rows) == 4 and all(r["speedup"] for r in rows)
+    for sql in ("DELETE FROM sweeps", "insert into sweeps (name) values ('x')", "DROP VIEW pareto",
+                "SELECT 1; DELETE FROM sweeps"):
+        with pytest.raises(QueryError, match="read-only|one statement"):
+            run_query(swept, sql)
+    if swept.startswith("postgresql"):  # a write hidden in a WITH is refused by the read-only connection itself
+        with pytest.raises(QueryError, match="read-only"):
+            run_query(swept, "WITH d AS (DELETE FROM sweeps RETURNING id) SELECT * FROM d")
+    assert run_query(swept, "SELECT count(*) AS n FROM sweeps")[1][0]["n"] == 1  # nothing was deleted
+
+
+def test_saved_queries_cli_and_dataframe(swept):
+    assert {"best-by-method", "crossover", "flagged", "pareto", "nightly-regressions"} <= set(saved_queries())
+    runner = CliRunner()
+    res = runner.invoke(app, ["query", "--saved", "best-by-method", "--store", swept, "-p", "sweep=q-sweep",
+                              "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert {(r["label"], r["concurrency"]) for r in rows} == {("ngram", 1), ("ngram", 4)}
+    res = runner.invoke(app, ["query", "UPDATE sweeps SET name = 'x'", "--store", swept])
+    assert res.exit_code == 2 and "read-only" in res.output
+    res = runner.invoke(app, ["query", "--saved", "nope", "--store", swept])
+    assert res.exit_code == 2 and "best-by-method" in res.output  # lists what exists
+    df = dataframe("crossover", store_url=swept, sweep="q-sweep")
+    assert len(df) == 2 and set(df["crossover_concurrency"].dropna()) == {4}  # verification cost: K=3 loses at 4
+    df = dataframe("SELECT * FROM method_summary", store_url=swept)
+    assert len(df) == 2 and set(df["num_speculative_tokens"]) <= {2, 3}
+
+
+def test_optuna_reads_the_study_from_the_same_database(swept):
+    url = Store(swept).url
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage=url)]
+    assert "specsweep:q-sweep" in names
+    study = optuna.load_study(study_name="specsweep:q-sweep", storage=url)
+    assert len(study.trials) == 4 and {t.params["concurrency"] for t in study.trials} == {1, 4}
+
+
+def test_report_writes_html_and_pngs(swept, tmp_path):
+    res = CliRunner().invoke(app, ["report", "q-sweep", "--store", swept, "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    for name in ("pareto.png", "speedup.png", "acceptance_by_position.png", "acceptance_length.png"):
+        data = (tmp_path / "rep" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "Plotly" in page and "q-sweep" in page and "<script src=" not in page  # plotly.js inlined: offline
