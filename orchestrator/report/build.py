@@ -43,7 +43,6 @@ def build_report(store: Store, sweep: str, out: Path) -> list[Path]:
     rows = [r for r in store.trial_results(sweep) if r["state"] == "COMPLETE"]
     if not rows:
         raise ValueError(f"sweep {sweep!r} has no completed trial to report")
-    crossover = store.crossover(sweep)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     figs_html: list[str] = []

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
+from sqlalchemy import create_engine, event, func, insert, select, text, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 

@@ -4,7 +4,6 @@ and a night of plain noise (no regression); the suite lock; verdict arithmetic."
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from typer.testing import CliRunner
 

@@ -3,7 +3,6 @@ no report and no nightly report (grepped), and `specsweep submit` refuses to put
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from sqlalchemy import inspect, text
 from typer.testing import CliRunner

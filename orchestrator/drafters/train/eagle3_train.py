@@ -20,6 +20,25 @@ MAX_LEN = 384
 STEP_WEIGHT = 0.8  # loss weight of draft step s: 0.8 ** s
 
 
+def _soft_targets(data: dict, idx: list[int], L: int, s: int, t2d_index: torch.Tensor, n_draft: int):
+    """Draft step s, row i: the target's distribution over x[i + 2 + s] (its top-k at position i + 1 + s),
+    restricted to the draft vocabulary and renormalised: (ids (B, T, k) in draft ids or -1, probs (B, T, k))."""
+    B, T = len(idx), L - 1
+    k = data["topk_ids"][idx[0]].shape[-1]
+    ids = torch.full((B, T, k), -1, dtype=torch.long)
+    probs = torch.zeros(B, T, k)
+    for b, i in enumerate(idx):
+        n = min(len(data["tokens"][i]), MAX_LEN)
+        rows = max(0, min(T, n - 2 - s))
+        if rows:
+            src = slice(1 + s, 1 + s + rows)
+            ids[b, :rows] = t2d_index[data["topk_ids"][i][src].long()]
+            probs[b, :rows] = data["topk_probs"][i][src].float()
+    probs = torch.where(ids >= 0, probs, torch.zeros_like(probs))
+    probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-8)
+    return ids, probs
+
+
 def _batch(data: dict, idx: list[int], t2d_index: torch.Tensor):
     seqs = [data["tokens"][i][:MAX_LEN] for i in idx]
     L = max(len(x) for x in seqs)
@@ -99,7 +118,13 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
                 accs.append(float("nan"))
                 continue
             lg = model.lm_head(st[m])  # labelled (response) rows only: the prompt rows cost nothing here
-            ce = F.cross_entropy(lg, lab[m])
+            if s.soft_labels and "topk_ids" in data:
+                ids, probs = _soft_targets(data, idx, tokens.shape[1], k, t2d_index, lg.shape[-1])
+                ids, probs = ids[m], probs[m]
+                logp = F.log_softmax(lg.float(), -1).gather(1, ids.clamp_min(0))
+                ce = -(probs * logp).sum(-1).mean()
+            else:
+                ce = F.cross_entropy(lg, lab[m])
             loss = loss + (STEP_WEIGHT ** k) * ce
             losses.append(ce.item())
             accs.append(float((lg.argmax(-1) == lab[m]).float().mean()))

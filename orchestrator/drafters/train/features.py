@@ -10,9 +10,13 @@ from pathlib import Path
 from typing import Callable
 
 
+TOPK = 16  # the target's next-token distribution kept per position (soft labels)
+
+
 def compute_features(model_path: str, examples: list[dict], layers: list[int], out: Path, dtype: str = "bfloat16",
                      progress: Callable[[int, int], None] | None = None) -> dict:
-    """Save {"features": [(L, len(layers) * hidden)], "tokens": [(L,)], "prompt_lens": [...]} to `out`
+    """Save {"features": [(L, len(layers) * hidden)], "tokens": [(L,)], "prompt_lens": [...],
+    "topk_ids"/"topk_probs": [(L, TOPK)] the target's most likely next tokens at each position} to `out`
     (written to a temporary name, then renamed) and return it."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -20,20 +24,25 @@ def compute_features(model_path: str, examples: list[dict], layers: list[int], o
     torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
     model.eval()
-    feats, tokens, prompt_lens = [], [], []
+    feats, tokens, prompt_lens, topk_ids, topk_probs = [], [], [], [], []
     t0 = time.perf_counter()
     n_tok = 0
     with torch.inference_mode():
         for i, ex in enumerate(examples):
             ids = torch.tensor([ex["prompt_ids"] + ex["response_ids"]])
-            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+            res = model(input_ids=ids, output_hidden_states=True)
+            hs = res.hidden_states
             feats.append(torch.cat([hs[layer][0] for layer in layers], dim=-1).to(torch.bfloat16))
+            top = torch.softmax(res.logits[0].float(), -1).topk(TOPK, dim=-1)
+            topk_ids.append(top.indices.to(torch.int32))
+            topk_probs.append(top.values.to(torch.float16))
             tokens.append(ids[0])
             prompt_lens.append(len(ex["prompt_ids"]))
             n_tok += ids.shape[1]
             if progress:
                 progress(i + 1, len(examples))
     data = {"features": feats, "tokens": tokens, "prompt_lens": prompt_lens, "layers": layers,
+            "topk_ids": topk_ids, "topk_probs": topk_probs,
             "seconds": time.perf_counter() - t0, "tokens_total": n_tok}
     tmp = out.with_suffix(".part")
     torch.save(data, tmp)

@@ -37,6 +37,7 @@ class TrainSettings:
     ttt_steps: int = 3  # eagle3: draft steps unrolled in training
     block_size: int = 16  # dflash: drafted block (K <= block - 1: one drafter serves K = 3, 7, 15)
     draft_vocab_size: int = 8192
+    soft_labels: bool = True  # eagle3: learn the target's next-token distribution (top 16), not only its argmax
     max_minutes: float | None = None  # stop training early after this long (recorded; not deterministic)
 
     def data_key(self) -> str:
@@ -51,6 +52,7 @@ class TrainSettings:
             d.pop("block_size")
         else:
             d.pop("ttt_steps")
+            d.pop("soft_labels")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -161,9 +163,10 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     feat_file = data_dir / "features.pt"
     st = Stage("features", cached=feat_file.is_file())
     t0 = time.perf_counter()
-    if st.cached:
-        data = torch.load(feat_file, weights_only=False)
-    else:
+    data = torch.load(feat_file, weights_only=False) if st.cached else None
+    if data is not None and "topk_ids" not in data:  # written by an older specsweep: recompute
+        st.cached, data = False, None
+    if data is None:
         data = compute_features(model_path, examples, layers, feat_file,
                                 progress=lambda i, n: progress("features", i, n, ""))
     st.seconds = time.perf_counter() - t0
