@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import time
 from pathlib import Path
 
 import torch
@@ -25,10 +24,10 @@ from torch import nn
 
 from ..layout import dflash_config
 from .eagle3 import RMSNorm
+from .loop import run_training, tail_means
 
 ANCHORS_PER_SEQ = 128  # block slots per sequence and step: 128 // block_size anchors
 MAX_LEN = 384
-CHECKPOINT_EVERY = 25
 
 
 class DFlashDrafter(nn.Module):
@@ -153,35 +152,9 @@ def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
     torch.manual_seed(s.seed)
     model = DFlashDrafter(cfg, tensors["embed"], tensors["final_norm"], cfg["dflash_config"]["mask_token_id"])
     model.block_size = bs
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr, weight_decay=0.0)
-    warmup = min(20, max(1, s.steps // 10))
 
-    def lr_at(step: int) -> float:
-        if step < warmup:
-            return s.lr * (step + 1) / warmup
-        frac = (step - warmup) / max(1, s.steps - warmup)
-        return s.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
-
-    ckpt = work / "train_state_dflash.pt"
-    step, history = 0, []
-    if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
-        if state.get("key") == s.key():
-            model.load_state_dict(state["model"], strict=False)
-            opt.load_state_dict(state["opt"])
-            step, history = state["step"], state["history"]
-    t0 = time.perf_counter()
-    n = len(data["tokens"])
-    stopped_early = False
-    while step < s.steps:
-        if s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes:
-            stopped_early = True
-            break
-        g = torch.Generator().manual_seed(s.seed * 1_000_003 + step)
-        idx = torch.randperm(n, generator=g)[: s.batch_size].tolist()
+    def step_fn(idx, g):
         tokens, feats, anchors, labels = _batch(data, idx, max(2, ANCHORS_PER_SEQ // bs), bs, g)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
         logits = model(tokens, feats, anchors)
         m = labels >= 0
         loss = F.cross_entropy(logits[m], labels[m])
@@ -189,26 +162,12 @@ def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
             hit = logits.argmax(-1) == labels
             accs = [float(hit[..., j][m[..., j]].float().mean()) if m[..., j].any() else float("nan")
                     for j in range(1, bs)]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        history.append({"step": step, "losses": [loss.item()], "accuracy": accs})
-        progress("training", step, s.steps, f"loss {loss.item():.2f} acc slot1 {accs[0]:.2f} slot{bs - 1} {accs[-1]:.2f}")
-        if step % CHECKPOINT_EVERY == 0 or step == s.steps:
-            tmp = ckpt.with_suffix(".part")
-            torch.save({"key": s.key(), "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
-                        "history": history}, tmp)
-            tmp.replace(ckpt)
-    tail = history[-20:]
+        return loss, [loss.item()], accs, f"loss {loss.item():.2f} acc slot1 {accs[0]:.2f} slot{bs - 1} {accs[-1]:.2f}"
 
-    def mean_at(key, k):
-        vals = [h[key][k] for h in tail if k < len(h[key]) and not math.isnan(h[key][k])]
-        return sum(vals) / len(vals) if vals else None
-
-    result = {"steps_done": step, "stopped_early": stopped_early, "seconds": time.perf_counter() - t0,
-              "final_losses": [mean_at("losses", 0)], "final_accuracy": [mean_at("accuracy", j) for j in range(bs - 1)]}
+    run = run_training(s, model, work / "train_state_dflash.pt", len(data["tokens"]), step_fn, progress)
+    result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
+              "final_losses": tail_means(run["history"], "losses", 1),
+              "final_accuracy": tail_means(run["history"], "accuracy", bs - 1)}
     weights = model.export_weights()
     buf = io.BytesIO()
     torch.save({"mask_token_id": cfg["dflash_config"]["mask_token_id"],

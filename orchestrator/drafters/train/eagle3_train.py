@@ -1,12 +1,9 @@
-"""Training loop of the EAGLE-3 drafter (model in eagle3.py): deterministic for a seed (batches are drawn
-from a generator seeded by (seed, step), so a resumed run draws what an uninterrupted one would),
-checkpointed every CHECKPOINT_EVERY steps."""
+"""Training of the EAGLE-3 drafter (model in eagle3.py): batches, labels (hard, or the target's top-k
+distribution) and the per-step loss; the loop itself (schedule, resume, checkpoints) is loop.py."""
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from pathlib import Path
 
 import torch
@@ -14,8 +11,8 @@ import torch.nn.functional as F
 
 from ..layout import eagle3_config
 from .eagle3 import draft_vocabulary, init_drafter
+from .loop import run_training, tail_means
 
-CHECKPOINT_EVERY = 25
 MAX_LEN = 384
 STEP_WEIGHT = 0.8  # loss weight of draft step s: 0.8 ** s
 
@@ -78,35 +75,8 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
     t2d_index[target_ids] = torch.arange(len(target_ids))
     cfg = eagle3_config(target_cfg, draft_vocab_size=len(target_ids))
     model = init_drafter(cfg, tensors["embed"], tensors["final_norm"], target_ids, s.seed)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr, weight_decay=0.0)
-    warmup = min(20, max(1, s.steps // 10))
-
-    def lr_at(step: int) -> float:
-        if step < warmup:
-            return s.lr * (step + 1) / warmup
-        frac = (step - warmup) / max(1, s.steps - warmup)
-        return s.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
-
-    ckpt = work / "train_state.pt"
-    step, history = 0, []
-    if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
-        if state.get("key") == s.key():
-            model.load_state_dict(state["model"], strict=False)
-            opt.load_state_dict(state["opt"])
-            step, history = state["step"], state["history"]
-    t0 = time.perf_counter()
-    n = len(data["tokens"])
-    stopped_early = False
-    while step < s.steps:
-        if s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes:
-            stopped_early = True
-            break
-        g = torch.Generator().manual_seed(s.seed * 1_000_003 + step)
-        idx = torch.randperm(n, generator=g)[: s.batch_size].tolist()
+    def step_fn(idx, g):
         tokens, feats, valid, resp = _batch(data, idx, t2d_index)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
         states = model(tokens, feats, valid, s.ttt_steps)
         loss = 0.0
         losses, accs = [], []
@@ -128,27 +98,12 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
             loss = loss + (STEP_WEIGHT ** k) * ce
             losses.append(ce.item())
             accs.append(float((lg.argmax(-1) == lab[m]).float().mean()))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        history.append({"step": step, "losses": losses, "accuracy": accs})
-        progress("training", step, s.steps, f"loss {losses[0]:.2f} acc@1 {accs[0]:.2f} acc@{len(accs)} {accs[-1]:.2f}")
-        if step % CHECKPOINT_EVERY == 0 or step == s.steps:
-            tmp = ckpt.with_suffix(".part")
-            torch.save({"key": s.key(), "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
-                        "history": history}, tmp)
-            tmp.replace(ckpt)
-    tail = history[-20:]
+        return loss, losses, accs, f"loss {losses[0]:.2f} acc@1 {accs[0]:.2f} acc@{len(accs)} {accs[-1]:.2f}"
 
-    def mean_at(key, k):
-        vals = [h[key][k] for h in tail if not math.isnan(h[key][k])]
-        return sum(vals) / len(vals) if vals else None
-
-    result = {"steps_done": step, "stopped_early": stopped_early, "seconds": time.perf_counter() - t0,
-              "final_losses": [mean_at("losses", k) for k in range(s.ttt_steps)],
-              "final_accuracy": [mean_at("accuracy", k) for k in range(s.ttt_steps)],
+    run = run_training(s, model, work / "train_state.pt", len(data["tokens"]), step_fn, progress)
+    result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
+              "final_losses": tail_means(run["history"], "losses", s.ttt_steps),
+              "final_accuracy": tail_means(run["history"], "accuracy", s.ttt_steps),
               "draft_vocab_size": len(target_ids)}
     weights = model.export_weights()
     weights["d2t"] = (target_ids - torch.arange(len(target_ids))).to(torch.long)

@@ -1,0 +1,71 @@
+"""The training loop both drafter trainers share: AdamW with warm-up then cosine decay to 10 %, batches
+drawn from a generator seeded by (seed, step) — so a resumed run draws what an uninterrupted one would —
+gradient clipping, a checkpoint every CHECKPOINT_EVERY steps, an optional wall-clock cap."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+CHECKPOINT_EVERY = 25
+
+# (batch indices, the step's generator) -> (loss to minimise, per-position losses, per-position accuracy, note)
+StepFn = Callable[[list[int], torch.Generator], tuple[torch.Tensor, list[float], list[float], str]]
+
+
+def lr_at(step: int, steps: int, lr: float) -> float:
+    warmup = min(20, max(1, steps // 10))
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+
+def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, step_fn: StepFn, progress) -> dict:
+    """Train `model` for `s.steps` steps (resuming from `checkpoint` when it belongs to these settings)."""
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr, weight_decay=0.0)
+    step, history = 0, []
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        if state.get("key") == s.key():
+            model.load_state_dict(state["model"], strict=False)
+            opt.load_state_dict(state["opt"])
+            step, history = state["step"], state["history"]
+    t0 = time.perf_counter()
+    stopped_early = False
+    while step < s.steps:
+        if s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes:
+            stopped_early = True
+            break
+        g = torch.Generator().manual_seed(s.seed * 1_000_003 + step)
+        idx = torch.randperm(n_examples, generator=g)[: s.batch_size].tolist()
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, s.steps, s.lr)
+        loss, losses, accs, note = step_fn(idx, g)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        history.append({"step": step, "losses": losses, "accuracy": accs})
+        progress("training", step, s.steps, note)
+        if step % CHECKPOINT_EVERY == 0 or step == s.steps:
+            tmp = checkpoint.with_suffix(".part")
+            torch.save({"key": s.key(), "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
+                        "history": history}, tmp)
+            tmp.replace(checkpoint)
+    return {"steps_done": step, "stopped_early": stopped_early, "seconds": time.perf_counter() - t0,
+            "history": history}
+
+
+def tail_means(history: list[dict], key: str, n: int, last: int = 20) -> list[float | None]:
+    """Mean of each of the `n` per-position values over the last `last` steps (NaN skipped)."""
+    out = []
+    for k in range(n):
+        vals = [h[key][k] for h in history[-last:] if k < len(h[key]) and not math.isnan(h[key][k])]
+        out.append(sum(vals) / len(vals) if vals else None)
+    return out
