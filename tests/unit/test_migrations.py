@@ -3,6 +3,7 @@ tables exactly; a store created by the first released schema is upgraded in plac
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -15,7 +16,7 @@ from orchestrator.store import Store, normalize_url
 from orchestrator.store.migrate import VERSION_TABLE, head_revision
 from orchestrator.store.schema import metadata
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MIGRATIONS = Path(__file__).resolve().parents[2] / "db" / "migrations"
 
 
 
@@ -32,13 +33,15 @@ def test_new_store_is_at_head_and_matches_the_code(store_url):
 
 def test_first_released_schema_is_upgraded_with_its_rows(ray_session, store_url, write_spec):
     engine = create_engine(normalize_url(store_url))
-    dialect = engine.dialect.name
-    ddl = (FIXTURES / f"schema_v1_{dialect}.sql").read_text()
+    # the first released schema, as frozen in revision 0001 (generated here, not a committed fixture), and a
+    # view on it like the one that release created
+    spec = importlib.util.spec_from_file_location("rev0001", MIGRATIONS / "versions" / "0001_first_release.py")
+    rev0001 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rev0001)
     with engine.begin() as conn:
-        for stmt in ddl.split(";\n"):
-            body = "\n".join(line for line in stmt.splitlines() if not line.startswith("--")).strip()
-            if body:
-                conn.execute(text(body))
+        rev0001.metadata.create_all(conn)
+        conn.execute(text("CREATE VIEW trial_results AS SELECT t.*, m.output_tok_s FROM sweep_trials t "
+                          "LEFT JOIN sweep_trial_metrics m ON m.trial_id = t.id"))
         conn.execute(text("INSERT INTO sweeps (name, spec_hash, spec, status, created_at) "
                           "VALUES ('old', 'h', '{}', 'complete', CURRENT_TIMESTAMP)"))
         conn.execute(text(
