@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Optional
@@ -93,16 +92,12 @@ def validate(spec: str = typer.Argument(..., help="Sweep spec YAML file")) -> No
     plan = build_plan(loaded, target)
     engines = len({t.engine.config_hash for t in plan})
     search = loaded.spec.search
-    from .controller.plan import point_key
     from .controller.space import SearchSpace
 
     space = SearchSpace(loaded, target)
-    grid_keys = {point_key(p) for p in space.grid()}
-    baselines = {point_key(b) for b in (space.baseline_params(p) for p in space.grid()) if b is not None} - grid_keys
-    extra = (f" + {len(baselines)} paired baseline trials" if baselines and loaded.spec.measurement.paired_baseline
-             else "")
-    if baselines and loaded.spec.measurement.paired_baseline:
-        engines += len({space.planned_trial(json.loads(k)).engine.config_hash for k in baselines})
+    _, baselines = space.grid_baselines(space.grid(), loaded.spec.measurement.paired_baseline)
+    extra = f" + {len(baselines)} paired baseline trials" if baselines else ""
+    engines += len({space.planned_trial(b).engine.config_hash for b in baselines})
     if search.sampler == "grid":
         what = f"grid of {len(plan)} trials{extra} on {engines} engine configurations"
     else:

@@ -16,13 +16,12 @@ def compare_sweeps(store: Store, sweep_a: str, sweep_b: str, allow: Iterable[str
     """One row per point (same params) completed in both sweeps: A's and B's medians and B / A.
     Raises FingerprintMismatch listing every differing field that is not allowed."""
     allow = list(allow)
-    rows_a = {_key(r): r for r in store.trial_results(sweep_a) if r["state"] == "COMPLETE"}
-    rows_b = {_key(r): r for r in store.trial_results(sweep_b) if r["state"] == "COMPLETE"}
+    rows_a = {r["point_key"]: r for r in store.trial_results(sweep_a) if r["state"] == "COMPLETE"}
+    rows_b = {r["point_key"]: r for r in store.trial_results(sweep_b) if r["state"] == "COMPLETE"}
     out, differences = [], []
     for key in sorted(set(rows_a) & set(rows_b)):
         a, b = rows_a[key], rows_b[key]
-        env_a = store.environment(store.trial(a["trial_id"])["environment_id"])
-        env_b = store.environment(store.trial(b["trial_id"])["environment_id"])
+        env_a, env_b = store.environment(a["environment_id"]), store.environment(b["environment_id"])
         for d in fingerprint_diff(env_a, env_b, same_method=True, allow=allow):
             if d not in differences:
                 differences.append(d)
@@ -37,8 +36,3 @@ def compare_sweeps(store: Store, sweep_a: str, sweep_b: str, allow: Iterable[str
         raise FingerprintMismatch(differences, f"sweeps {sweep_a!r} and {sweep_b!r}")
     return out
 
-
-def _key(row: dict) -> str:
-    import json
-
-    return json.dumps(row["params"], sort_keys=True) if not isinstance(row["params"], str) else row["params"]

@@ -246,7 +246,7 @@ class SweepController:
             points = self.space.grid()
             if self.search.n_trials:
                 points = points[: self.search.n_trials]
-            pairs, baselines = self._grid_baselines(points)
+            pairs, baselines = self.space.grid_baselines(points, self.spec.measurement.paired_baseline)
             roles = {point_key(p): "paired_baseline" for p in baselines}
             for params in points + baselines:
                 row = by_key.get(point_key(params))
@@ -315,7 +315,6 @@ class SweepController:
         queued_rows = [rid for _, rid in queue] if not grid else []
         rotated = grid and m.order == "rotated" and m.repeats > 1
         next_round = self._next_round  # rotated: trials waiting for the next round of windows
-        self.pool = pool
         asked = 0
         deadline = self.t_start + self.search.timeout_s if self.search.timeout_s else None
         try:
@@ -417,7 +416,7 @@ class SweepController:
         elif ev.kind == "trial_done":
             m = self.spec.measurement
             if len(run.windows) < m.repeats:  # rotated: more rounds to come
-                self.pool_next_round(run)
+                self._next_round.append(run)
                 self.report("window_done", dict(self._describe(run), windows=len(run.windows)))
                 return
             summary = median_over_repeats(run.windows)
@@ -455,23 +454,6 @@ class SweepController:
                 "concurrency": run.planned.concurrency, "dataset": run.planned.dataset}
 
     # ---- paired baselines -------------------------------------------------------------------------
-    def _grid_baselines(self, points: list[dict]) -> tuple[dict[str, str], list[dict]]:
-        """(speculative point key -> its baseline's key, baseline points the grid lacks)."""
-        keys = {point_key(p) for p in points}
-        pairs, extra = {}, []
-        for p in points:
-            bp = self.space.baseline_params(p)
-            if bp is None:
-                continue
-            bk = point_key(bp)
-            if bk not in keys:
-                if not self.spec.measurement.paired_baseline:
-                    continue
-                keys.add(bk)
-                extra.append(bp)
-            pairs[point_key(p)] = bk
-        return pairs, extra
-
     def _ensure_baseline(self, run: TrialRun, pool: EnginePool) -> None:
         """Adaptive samplers: the asked trial's baseline is measured too (once per load point)."""
         bp = self.space.baseline_params(run.params)
@@ -516,9 +498,6 @@ class SweepController:
             except Exception as e:  # the measurements are stored; a comparison can be recomputed
                 self.report("warning", {"message": f"comparing trial row {tid} with baseline row {bid} failed: "
                                                    f"{type(e).__name__}: {e}"})
-
-    def pool_next_round(self, run: TrialRun) -> None:
-        self._next_round.append(run)
 
     @staticmethod
     def _in_pool(pool: EnginePool) -> list[TrialRun]:

@@ -107,6 +107,26 @@ class SearchSpace:
         return {"method": self.baseline_label, **{k: params[k] for k in ENGINE_KEYS if k in params},
                 "dataset": params["dataset"], "concurrency": params["concurrency"]}
 
+    def grid_baselines(self, points: list[dict[str, Any]], add_missing: bool) -> tuple[dict[str, str], list[dict]]:
+        """(speculative point key -> its baseline's key, baseline points the grid lacks). Without
+        `add_missing`, only points whose baseline is already in the grid are paired."""
+        from .plan import point_key
+
+        keys = {point_key(p) for p in points}
+        pairs, extra = {}, []
+        for p in points:
+            bp = self.baseline_params(p)
+            if bp is None:
+                continue
+            bk = point_key(bp)
+            if bk not in keys:
+                if not add_missing:
+                    continue
+                keys.add(bk)
+                extra.append(bp)
+            pairs[point_key(p)] = bk
+        return pairs, extra
+
     def method_point(self, params: dict[str, Any]) -> MethodPoint:
         label = params["method"]
         if label == self.baseline_label and label not in self.labels:

@@ -18,7 +18,7 @@ VERSION_TABLE = "specsweep_alembic_version"
 FIRST_RELEASE = "0001"
 
 
-def _config(conn: Connection):
+def _script_config():
     from alembic.config import Config
 
     if not (MIGRATIONS / "env.py").is_file():
@@ -26,6 +26,11 @@ def _config(conn: Connection):
                          f"(pip install -e .)")
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def _config(conn: Connection):
+    cfg = _script_config()
     cfg.attributes["connection"] = conn
     return cfg
 
@@ -40,11 +45,7 @@ def current_revision(conn: Connection) -> str | None:
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    return ScriptDirectory.from_config(cfg).get_current_head()
+    return ScriptDirectory.from_config(_script_config()).get_current_head()
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
@@ -91,9 +92,6 @@ def _drop_views(conn: Connection) -> None:
     existing = set(inspect(conn).get_view_names())
     for name in reversed(list(VIEWS)):  # dependants first
         if name in existing:
-            conn.execute(text(f"DROP VIEW {name}"))
-    for name in existing - set(VIEWS):  # views of an older release that no longer exist
-        if name in ("trial_results", "speedup_crossover", "pareto", "method_summary", "nightly_history"):
             conn.execute(text(f"DROP VIEW {name}"))
 
 

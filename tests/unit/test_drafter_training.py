@@ -93,9 +93,7 @@ def test_manifest_round_trip_and_atomic_write(tmp_path, monkeypatch):
     cfg, w, r = train_eagle3(s, TARGET, synthetic_data(4), tensors(), tmp_path, noop)
     manifest = {"method": "eagle3", "settings": s.__dict__, "final_losses": r["final_losses"], "data_hash": "abc"}
     out = tmp_path / "drafter"
-    from orchestrator.drafters.layout import write_eagle3_drafter
-
-    _write_with_manifest(write_eagle3_drafter, out, cfg, w, manifest)
+    _write_with_manifest("eagle3", out, cfg, w, manifest)
     assert json.loads((out / "manifest.json").read_text()) == json.loads(json.dumps(manifest))
     assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
     # a full disk while writing: no drafter folder, no temporary folder left behind
@@ -106,7 +104,7 @@ def test_manifest_round_trip_and_atomic_write(tmp_path, monkeypatch):
 
     monkeypatch.setattr(safetensors.torch, "save_file", enospc)
     with pytest.raises(OSError, match="No space left"):
-        _write_with_manifest(write_eagle3_drafter, tmp_path / "full", cfg, w, manifest)
+        _write_with_manifest("eagle3", tmp_path / "full", cfg, w, manifest)
     assert not (tmp_path / "full").exists() and not list(tmp_path.glob(".full-*"))
 
 

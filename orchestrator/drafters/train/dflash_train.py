@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..layout import dflash_config
-from .eagle3 import RMSNorm
+from .eagle3 import RMSNorm, rope
 from .loop import run_training, tail_means
 
 ANCHORS_PER_SEQ = 128  # block slots per sequence and step: 128 // block_size anchors
@@ -67,8 +67,7 @@ class DFlashDrafter(nn.Module):
         bs = self.block_size
         rep = self.H // self.KV
         ctx = self.hidden_norm(self.fc(feats))
-        kc = _rope_pos(self.k_norm(self.k_proj(ctx).view(B, L, self.KV, self.d)), torch.arange(L)[None].expand(B, L),
-                       self.theta)
+        kc = rope(self.k_norm(self.k_proj(ctx).view(B, L, self.KV, self.d)), torch.arange(L), self.theta)
         vc = self.v_proj(ctx).view(B, L, self.KV, self.d)
         kc = kc.repeat_interleave(rep, 2).transpose(1, 2)  # (B, H, L, d)
         vc = vc.repeat_interleave(rep, 2).transpose(1, 2)
@@ -81,8 +80,8 @@ class DFlashDrafter(nn.Module):
         q = self.q_norm(self.q_proj(hq).view(B, A, bs, self.H, self.d))
         k = self.k_norm(self.k_proj(hq).view(B, A, bs, self.KV, self.d))
         v = self.v_proj(hq).view(B, A, bs, self.KV, self.d)
-        q = _rope_pos(q, pos, self.theta)
-        k = _rope_pos(k, pos, self.theta).repeat_interleave(rep, 3)
+        q = rope(q, pos, self.theta)
+        k = rope(k, pos, self.theta).repeat_interleave(rep, 3)
         v = v.repeat_interleave(rep, 3)
         scale = 1.0 / math.sqrt(self.d)
         qh = q.permute(0, 3, 1, 2, 4)  # (B, H, A, bs, d)
@@ -108,17 +107,6 @@ class DFlashDrafter(nn.Module):
         for name in ("input_layernorm", "post_attention_layernorm"):
             m[f"layers.0.{name}.weight"] = getattr(self, name).weight
         return {k: v.detach().float().contiguous() for k, v in m.items()}
-
-
-def _rope_pos(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """RoPE for (B, A, bs, heads, d) with per-slot positions (B, A, bs)."""
-    d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-    ang = pos.float()[..., None] * inv  # (B, A, bs, d/2)
-    cos = torch.cat([ang.cos(), ang.cos()], -1)[..., None, :]
-    sin = torch.cat([ang.sin(), ang.sin()], -1)[..., None, :]
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
 def _batch(data: dict, idx: list[int], n_anchor: int, bs: int, gen: torch.Generator):

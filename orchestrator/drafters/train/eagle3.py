@@ -34,11 +34,13 @@ class RMSNorm(nn.Module):
 
 
 def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding, Llama's rotate-half convention. x: (B, T, H, d); pos: (T,)."""
+    """Rotary embedding, Llama's rotate-half (neox) convention. x: (..., heads, d); pos: x's leading shape
+    without heads, or any shape that broadcasts to it (e.g. (T,) for x (B, T, H, d))."""
     d = x.shape[-1]
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-    ang = pos.float()[:, None] * inv[None, :]
-    cos, sin = torch.cat([ang.cos(), ang.cos()], -1)[None, :, None, :], torch.cat([ang.sin(), ang.sin()], -1)[None, :, None, :]
+    ang = pos.float()[..., None] * inv
+    cos = torch.cat([ang.cos(), ang.cos()], -1)[..., None, :]
+    sin = torch.cat([ang.sin(), ang.sin()], -1)[..., None, :]
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 

@@ -17,7 +17,7 @@ MAX_LEN = 384
 STEP_WEIGHT = 0.8  # loss weight of draft step s: 0.8 ** s
 
 
-def _soft_targets(data: dict, idx: list[int], L: int, s: int, t2d_index: torch.Tensor, n_draft: int):
+def _soft_targets(data: dict, idx: list[int], L: int, s: int, t2d_index: torch.Tensor):
     """Draft step s, row i: the target's distribution over x[i + 2 + s] (its top-k at position i + 1 + s),
     restricted to the draft vocabulary and renormalised: (ids (B, T, k) in draft ids or -1, probs (B, T, k))."""
     B, T = len(idx), L - 1
@@ -89,7 +89,7 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
                 continue
             lg = model.lm_head(st[m])  # labelled (response) rows only: the prompt rows cost nothing here
             if s.soft_labels and "topk_ids" in data:
-                ids, probs = _soft_targets(data, idx, tokens.shape[1], k, t2d_index, lg.shape[-1])
+                ids, probs = _soft_targets(data, idx, tokens.shape[1], k, t2d_index)
                 ids, probs = ids[m], probs[m]
                 logp = F.log_softmax(lg.float(), -1).gather(1, ids.clamp_min(0))
                 ce = -(probs * logp).sum(-1).mean()

@@ -119,7 +119,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     data_dir = cache_dir() / "drafters" / "data" / f"{out.name.split('-', 1)[1].rsplit('-', 1)[0]}-{s.data_key()}"
     data_dir.mkdir(parents=True, exist_ok=True)
     hidden = target_cfg["hidden_size"]
-    n_layers = len(_feature_layers(s, target_cfg))
+    n_layers = len(_feature_layers(target_cfg))
     work.mkdir(parents=True, exist_ok=True)
     _check_disk(work.parent, int(s.num_prompts * (s.max_tokens + 120) * n_layers * hidden * 2 * 1.3) + 200_000_000)
     t_all = time.perf_counter()
@@ -159,7 +159,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
 
     from .features import compute_features, target_tensors
 
-    layers = _feature_layers(s, target_cfg)
+    layers = _feature_layers(target_cfg)
     feat_file = data_dir / "features.pt"
     st = Stage("features", cached=feat_file.is_file())
     t0 = time.perf_counter()
@@ -194,17 +194,14 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         "stages": [asdict(x) for x in stages], "total_seconds": time.perf_counter() - t_all,
         "torch_version": torch.__version__,
     }
-    from ..layout import write_dflash_drafter, write_eagle3_drafter
-
-    writer = write_eagle3_drafter if s.method == "eagle3" else write_dflash_drafter
-    _write_with_manifest(writer, out, cfg, weights, manifest)
+    _write_with_manifest(s.method, out, cfg, weights, manifest)
     return out, manifest
 
 
-def _write_with_manifest(writer, out: Path, cfg: dict, weights: dict, manifest: dict) -> None:
+def _write_with_manifest(method: str, out: Path, cfg: dict, weights: dict, manifest: dict) -> None:
     from ..layout import write_checkpoint, eagle3_weight_shapes, dflash_weight_shapes
 
-    shapes = eagle3_weight_shapes(cfg) if writer.__name__ == "write_eagle3_drafter" else dflash_weight_shapes(cfg)
+    shapes = eagle3_weight_shapes(cfg) if method == "eagle3" else dflash_weight_shapes(cfg)
     weights = dict(weights)
     extra: dict[str, str | bytes] = {"manifest.json": json.dumps(manifest, indent=2)}
     mask = weights.pop("__mask_embedding_pt__", None)
@@ -213,7 +210,7 @@ def _write_with_manifest(writer, out: Path, cfg: dict, weights: dict, manifest: 
     write_checkpoint(out, cfg, shapes, weights, extra_files=extra)
 
 
-def _feature_layers(s: TrainSettings, target_cfg: dict) -> list[int]:
+def _feature_layers(target_cfg: dict) -> list[int]:
     """Transformers hidden_states indices the drafter reads: EAGLE-3's aux layers (vLLM default 2, L/2, L-3);
     DFlash's target_layer_ids + 1 (vLLM adds 1), i.e. the same features."""
     from ..layout import default_aux_layers
