@@ -9,6 +9,8 @@ whole block (non-causal); mask slot j predicts x[p+j]. The lm_head and token emb
 mask_embedding.pt. `sample_from_anchor` is false (vLLM's dflash refuses true).
 
 Training draws ANCHORS_PER_SEQ // block_size anchor positions per response (seeded): many blocks per batch.
+Slot k's loss is weighted exp(-(k - 1) / LOSS_DECAY) (the DFlash paper's weighting, gamma = 7 for block 16):
+a draft is accepted only up to its first miss, so the early slots matter most.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .loop import run_training, tail_means
 
 ANCHORS_PER_SEQ = 128  # block slots per sequence and step: 128 // block_size anchors
 MAX_LEN = 384
+LOSS_DECAY = 7.0
 
 
 class DFlashDrafter(nn.Module):
@@ -61,7 +64,8 @@ class DFlashDrafter(nn.Module):
 
     def forward(self, tokens, feats, anchors):
         """tokens (B, L); feats (B, L, n*h); anchors (B, A) positions p (x_p known, context 0..p-1).
-        Returns logits (B, A, bs, V) for the block slots (slot 0 = the anchor token)."""
+        Returns the normed output states (B, A, bs, h) of the block slots (slot 0 = the anchor token); logits =
+        states @ embed.T (the caller applies it to labelled slots only: the vocabulary projection dominates)."""
         B, L = tokens.shape
         A = anchors.shape[1]
         bs = self.block_size
@@ -96,7 +100,7 @@ class DFlashDrafter(nn.Module):
         residual = residual + self.o_proj(att)
         hm = self.post_attention_layernorm(residual)
         residual = residual + self.down_proj(F.silu(self.gate_proj(hm)) * self.up_proj(hm))
-        return self.norm(residual) @ self.embed.T
+        return self.norm(residual)
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         m = {"fc.weight": self.fc.weight, "hidden_norm.weight": self.hidden_norm.weight, "norm.weight": self.norm.weight}
@@ -141,14 +145,21 @@ def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
     model = DFlashDrafter(cfg, tensors["embed"], tensors["final_norm"], cfg["dflash_config"]["mask_token_id"])
     model.block_size = bs
 
+    slot = torch.arange(bs)
+    slot_weight = torch.exp(-(slot - 1).clamp_min(0).float() / LOSS_DECAY)
+
     def step_fn(idx, g):
         tokens, feats, anchors, labels = _batch(data, idx, max(2, ANCHORS_PER_SEQ // bs), bs, g)
-        logits = model(tokens, feats, anchors)
+        states = model(tokens, feats, anchors)
         m = labels >= 0
-        loss = F.cross_entropy(logits[m], labels[m])
+        logits = states[m] @ model.embed.T
+        target = labels[m]
+        slots = slot.expand_as(labels)[m]
+        w = slot_weight[slots]
+        loss = (F.cross_entropy(logits.float(), target, reduction="none") * w).sum() / w.sum()
         with torch.no_grad():
-            hit = logits.argmax(-1) == labels
-            accs = [float(hit[..., j][m[..., j]].float().mean()) if m[..., j].any() else float("nan")
+            hit = logits.argmax(-1) == target
+            accs = [float(hit[slots == j].float().mean()) if (slots == j).any() else float("nan")
                     for j in range(1, bs)]
         return loss, [loss.item()], accs, f"loss {loss.item():.2f} acc slot1 {accs[0]:.2f} slot{bs - 1} {accs[-1]:.2f}"
 

@@ -94,7 +94,7 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
                 logp = F.log_softmax(lg.float(), -1).gather(1, ids.clamp_min(0))
                 ce = -(probs * logp).sum(-1).mean()
             else:
-                ce = F.cross_entropy(lg, lab[m])
+                ce = F.cross_entropy(lg.float(), lab[m])
             loss = loss + (STEP_WEIGHT ** k) * ce
             losses.append(ce.item())
             accs.append(float((lg.argmax(-1) == lab[m]).float().mean()))

@@ -3,7 +3,9 @@
     python -m orchestrator.drafters.train.generate MODEL PROMPTS.json OUT.jsonl MAX_TOKENS DTYPE
 
 Writes one JSON object per prompt: {"prompt": ..., "prompt_ids": [...], "response_ids": [...]}; the file is
-renamed into place only when complete. A child process keeps vLLM's memory and threads out of the trainer."""
+renamed into place only when complete. A child process keeps vLLM's memory and threads out of the trainer.
+Prompts go to vLLM in chunks of CHUNK (large enough to keep its batch full); after each chunk a line
+`progress DONE TOTAL TOKENS` on stdout tells the parent how far it is."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import os
 import sys
 import time
 from pathlib import Path
+
+CHUNK = 128
 
 
 def main() -> None:
@@ -27,7 +31,10 @@ def main() -> None:
     params = SamplingParams(temperature=0.0, max_tokens=int(max_tokens))
     print(f"engine ready in {time.perf_counter() - t0:.0f} s; generating {len(texts)} responses", flush=True)
     t1 = time.perf_counter()
-    outs = llm.generate(texts, params, use_tqdm=False)
+    outs = []
+    for start in range(0, len(texts), CHUNK):
+        outs += llm.generate(texts[start: start + CHUNK], params, use_tqdm=False)
+        print(f"progress {len(outs)} {len(texts)} {sum(len(o.outputs[0].token_ids) for o in outs)}", flush=True)
     n_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     tmp = Path(out_file + ".part")
     with tmp.open("w", encoding="utf-8") as f:
