@@ -14,7 +14,7 @@ from orchestrator.drafters.layout import dflash_weight_shapes, eagle3_weight_sha
 from orchestrator.drafters.train.dflash_train import train_dflash
 from orchestrator.drafters.train.eagle3_train import train_eagle3
 from orchestrator.drafters.train.prompts import _words, near_duplicate, training_prompts
-from orchestrator.drafters.train.run import TrainError, TrainSettings, _write_with_manifest, train_drafter
+from orchestrator.drafters.train.run import DEFAULT_STEPS, TrainError, TrainSettings, _write_with_manifest, train_drafter
 from orchestrator.datasets import load_prompts
 
 TARGET = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -139,3 +139,27 @@ def test_bad_inputs(tmp_path, monkeypatch):
     with pytest.raises(TrainError, match="not enough disk space"):
         train_drafter(TrainSettings(target=str(folder)))
     assert not list((tmp_path / "cache" / "drafters").glob("eagle3-*"))  # nothing half-written
+
+
+def test_default_steps_per_method_and_in_the_key():
+    e3, df = TrainSettings(method="eagle3"), TrainSettings(method="dflash")
+    assert (e3.steps, df.steps) == (DEFAULT_STEPS["eagle3"], DEFAULT_STEPS["dflash"])
+    # an explicit value equal to the default is the same drafter (same cache folder); another value is not
+    assert TrainSettings(method="eagle3", steps=DEFAULT_STEPS["eagle3"]).key() == e3.key()
+    assert TrainSettings(method="eagle3", steps=DEFAULT_STEPS["eagle3"] + 1).key() != e3.key()
+    assert e3.data_key() == df.data_key()  # both methods train on one dataset
+
+
+def test_bf16_autocast_is_honoured_learns_and_exports_float32(tmp_path):
+    """Forward in bf16 autocast (the default) or float32: both learn, they differ (the flag is honoured), and the
+    exported weights are float32 either way (what vLLM loads)."""
+    base = dict(method="eagle3", steps=30, batch_size=4, draft_vocab_size=64, seed=3, lr=3e-3)
+    runs = {}
+    for flag in (True, False):
+        (tmp_path / str(flag)).mkdir()
+        runs[flag] = train_eagle3(TrainSettings(bf16_autocast=flag, **base), TARGET, synthetic_data(), tensors(),
+                                  tmp_path / str(flag), noop)
+        _, w, r = runs[flag]
+        assert r["final_accuracy"][0] > 0.08  # chance is 1/64
+        assert all(v.dtype in (torch.float32, torch.long, torch.bool) for v in w.values())
+    assert not torch.equal(runs[True][1]["fc.weight"], runs[False][1]["fc.weight"])

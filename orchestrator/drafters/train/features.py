@@ -16,7 +16,8 @@ TOPK = 16  # the target's next-token distribution kept per position (soft labels
 def compute_features(model_path: str, examples: list[dict], layers: list[int], out: Path, dtype: str = "bfloat16",
                      progress: Callable[[int, int], None] | None = None) -> dict:
     """Save {"features": [(L, len(layers) * hidden)], "tokens": [(L,)], "prompt_lens": [...],
-    "topk_ids"/"topk_probs": [(L, TOPK)] the target's most likely next tokens at each position} to `out`
+    "topk_ids"/"topk_probs": [(L, TOPK)] the target's most likely next tokens at each position from the last
+    prompt token on (zeros before it)} to `out`
     (written to a temporary name, then renamed) and return it."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -30,12 +31,20 @@ def compute_features(model_path: str, examples: list[dict], layers: list[int], o
     with torch.inference_mode():
         for i, ex in enumerate(examples):
             ids = torch.tensor([ex["prompt_ids"] + ex["response_ids"]])
-            res = model(input_ids=ids, output_hidden_states=True)
+            res = model.model(input_ids=ids, output_hidden_states=True)
             hs = res.hidden_states
             feats.append(torch.cat([hs[layer][0] for layer in layers], dim=-1).to(torch.bfloat16))
-            top = torch.softmax(res.logits[0].float(), -1).topk(TOPK, dim=-1)
-            topk_ids.append(top.indices.to(torch.int32))
-            topk_probs.append(top.values.to(torch.float16))
+            # next-token distribution only where it predicts a response token (the only labelled rows): the
+            # vocabulary projection over the prompt rows is skipped, and zeros stand there
+            first = max(0, len(ex["prompt_ids"]) - 1)
+            logits = model.lm_head(res.last_hidden_state[0, first:]).float()
+            values, indices = logits.topk(TOPK, dim=-1)
+            probs = (values - torch.logsumexp(logits, -1, keepdim=True)).exp()
+            top_ids = torch.zeros(ids.shape[1], TOPK, dtype=torch.int32)
+            top_probs = torch.zeros(ids.shape[1], TOPK, dtype=torch.float16)
+            top_ids[first:], top_probs[first:] = indices.to(torch.int32), probs.to(torch.float16)
+            topk_ids.append(top_ids)
+            topk_probs.append(top_probs)
             tokens.append(ids[0])
             prompt_lens.append(len(ex["prompt_ids"]))
             n_tok += ids.shape[1]
