@@ -14,7 +14,8 @@ from orchestrator.drafters.layout import dflash_weight_shapes, eagle3_weight_sha
 from orchestrator.drafters.train.dflash_train import train_dflash
 from orchestrator.drafters.train.eagle3_train import train_eagle3
 from orchestrator.drafters.train.prompts import _words, near_duplicate, training_prompts
-from orchestrator.drafters.train.run import DEFAULT_STEPS, TrainError, TrainSettings, _write_with_manifest, train_drafter
+from orchestrator.drafters.train.run import (DEFAULT_STEPS, TrainError, TrainSettings, _write_with_manifest,
+                                             train_drafter)
 from orchestrator.datasets import load_prompts
 
 TARGET = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -148,6 +149,19 @@ def test_default_steps_per_method_and_in_the_key():
     assert TrainSettings(method="eagle3", steps=DEFAULT_STEPS["eagle3"]).key() == e3.key()
     assert TrainSettings(method="eagle3", steps=DEFAULT_STEPS["eagle3"] + 1).key() != e3.key()
     assert e3.data_key() == df.data_key()  # both methods train on one dataset
+
+
+def test_editing_the_templates_changes_the_data_and_drafter_identity(monkeypatch):
+    from orchestrator.drafters.train import prompts
+
+    s = TrainSettings(method="eagle3", num_prompts=50)
+    before = (s.data_key(), s.key())
+    monkeypatch.setattr(prompts, "FAMILIES", prompts.FAMILIES[:-1])  # a template family removed
+    prompts.prompts_digest.cache_clear()
+    try:
+        assert s.data_key() != before[0] and s.key() != before[1]
+    finally:
+        prompts.prompts_digest.cache_clear()
 
 
 def test_bf16_autocast_is_honoured_learns_and_exports_float32(tmp_path):

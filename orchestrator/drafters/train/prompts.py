@@ -8,6 +8,9 @@ families so every family gets the same share."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import random
 import re
 
@@ -122,6 +125,11 @@ PAIRS = [("a laptop", "a tablet"), ("tea", "coffee"), ("renting", "buying a home
          ("email", "instant messaging"), ("paper books", "e-books"), ("running", "swimming"),
          ("cities", "the countryside"), ("summer", "winter"), ("Python", "JavaScript"), ("cats", "rabbits"),
          ("working from home", "working in an office"), ("saving", "investing"), ("buses", "bicycles")]
+UNITS = ["kilometres into metres", "hours into minutes", "kilograms into grams", "minutes into seconds",
+         "litres into millilitres"]
+THANKS_FOR = ["the birthday gift", "helping me move", "the great advice", "covering my shift"]
+STORY_TWISTS = ["can talk", "goes missing", "brings luck", "travels the world"]
+ANNOUNCEMENTS = ["a new podcast", "a charity run", "an open day", "a new app"]
 
 
 def _code(rng: random.Random) -> list[str]:
@@ -156,7 +164,7 @@ def _math(rng: random.Random) -> list[str]:
         f"A car drives {a * 10} km in {c} hours. What is its average speed?",
         f"{who} is {b} years older than {other}. Together they are {2 * a + b} years old. How old is each of them?",
         f"A rectangle is {a} cm long and {b} cm wide. What are its area and its perimeter?",
-        f"Convert {a} {rng.choice(['kilometres into metres', 'hours into minutes', 'kilograms into grams', 'minutes into seconds', 'litres into millilitres'])}.",
+        f"Convert {a} {rng.choice(UNITS)}.",
         f"A recipe for {c} people needs {a * 10} grams of rice. How much rice is needed for {c + b} people?",
         f"What is the sum of the whole numbers from 1 to {a}?",
         f"{who} reads {b} pages a day. How many days does a {a * b + c}-page book take?",
@@ -213,11 +221,11 @@ def _write(rng: random.Random) -> list[str]:
         f"Write a short poem about {t}.",
         f"Write an email to {who} asking to reschedule our call about {t}.",
         f"Write a polite email {rng.choice(['declining', 'accepting'])} an invitation to {rng.choice(EVENTS)}.",
-        f"Write a thank-you note to {who} for {rng.choice(['the birthday gift', 'helping me move', 'the great advice', 'covering my shift'])}.",
-        f"Write a short story about {rng.choice(THINGS)} that {rng.choice(['can talk', 'goes missing', 'brings luck', 'travels the world'])}.",
+        f"Write a thank-you note to {who} for {rng.choice(THANKS_FOR)}.",
+        f"Write a short story about {rng.choice(THINGS)} that {rng.choice(STORY_TWISTS)}.",
         f"Write a product description for {rng.choice(THINGS)}.",
         f"Write a short advertisement for {rng.choice(BUSINESSES)} in {rng.choice(CITIES)}.",
-        f"Write a tweet announcing {rng.choice(['a new podcast', 'a charity run', 'an open day', 'a new app'])} about {t}.",
+        f"Write a tweet announcing {rng.choice(ANNOUNCEMENTS)} about {t}.",
         f"Write a haiku about {rng.choice(['autumn', 'the sea', 'a city at night', 'snow', 'coffee', 'a cat'])}.",
         f"Write a short motivational message for someone preparing for {rng.choice(EVENTS)}.",
     ]
@@ -256,3 +264,10 @@ def training_prompts(n: int, seed: int = 0) -> list[str]:
         if not any(near_duplicate(w, h) for h in held_out):
             out.append(p)
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def prompts_digest(n: int, seed: int = 0) -> str:
+    """Hash of the prompts `training_prompts(n, seed)` gives: part of the cached data's and drafter's identity,
+    so editing a template never reuses responses, features or a drafter made from the old prompts."""
+    return hashlib.sha256(json.dumps(training_prompts(n, seed)).encode()).hexdigest()[:12]

@@ -49,13 +49,18 @@ class TrainSettings:
             object.__setattr__(self, "steps", DEFAULT_STEPS.get(self.method, 400))
 
     def data_key(self) -> str:
-        """Identity of the training data (prompts, responses, features): shared by every method."""
-        d = {"target": self.target, "seed": self.seed, "num_prompts": self.num_prompts, "max_tokens": self.max_tokens}
+        """Identity of the training data (prompts, responses, features): shared by every method. Includes a
+        hash of the prompts themselves, so a change to the templates makes new data."""
+        from .prompts import prompts_digest
+
+        d = {"target": self.target, "seed": self.seed, "num_prompts": self.num_prompts, "max_tokens": self.max_tokens,
+             "prompts": prompts_digest(self.num_prompts, self.seed)}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def key(self) -> str:
         d = asdict(self)
         d.pop("max_minutes")
+        d["data"] = self.data_key()
         if self.method == "eagle3":
             d.pop("block_size")
         else:
