@@ -25,19 +25,20 @@ def compute_features(model_path: str, examples: list[dict], layers: list[int], o
     torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
     model.eval()
+    decoder, lm_head = model.get_decoder(), model.get_output_embeddings()  # any causal LM, not only Llama's names
     feats, tokens, prompt_lens, topk_ids, topk_probs = [], [], [], [], []
     t0 = time.perf_counter()
     n_tok = 0
     with torch.inference_mode():
         for i, ex in enumerate(examples):
             ids = torch.tensor([ex["prompt_ids"] + ex["response_ids"]])
-            res = model.model(input_ids=ids, output_hidden_states=True)
+            res = decoder(input_ids=ids, output_hidden_states=True)
             hs = res.hidden_states
             feats.append(torch.cat([hs[layer][0] for layer in layers], dim=-1).to(torch.bfloat16))
             # next-token distribution only where it predicts a response token (the only labelled rows): the
             # vocabulary projection over the prompt rows is skipped, and zeros stand there
             first = max(0, len(ex["prompt_ids"]) - 1)
-            logits = model.lm_head(res.last_hidden_state[0, first:]).float()
+            logits = lm_head(res.last_hidden_state[0, first:]).float()
             values, indices = logits.topk(TOPK, dim=-1)
             probs = (values - torch.logsumexp(logits, -1, keepdim=True)).exp()
             top_ids = torch.zeros(ids.shape[1], TOPK, dtype=torch.int32)

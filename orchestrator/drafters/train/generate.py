@@ -31,11 +31,12 @@ def main() -> None:
     params = SamplingParams(temperature=0.0, max_tokens=int(max_tokens))
     print(f"engine ready in {time.perf_counter() - t0:.0f} s; generating {len(texts)} responses", flush=True)
     t1 = time.perf_counter()
-    outs = []
+    outs, n_tokens = [], 0
     for start in range(0, len(texts), CHUNK):
-        outs += llm.generate(texts[start: start + CHUNK], params, use_tqdm=False)
-        print(f"progress {len(outs)} {len(texts)} {sum(len(o.outputs[0].token_ids) for o in outs)}", flush=True)
-    n_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+        chunk = llm.generate(texts[start: start + CHUNK], params, use_tqdm=False)
+        outs += chunk
+        n_tokens += sum(len(o.outputs[0].token_ids) for o in chunk)
+        print(f"progress {len(outs)} {len(texts)} {n_tokens}", flush=True)
     tmp = Path(out_file + ".part")
     with tmp.open("w", encoding="utf-8") as f:
         for p, o in zip(prompts, outs):

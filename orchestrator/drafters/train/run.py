@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -171,10 +172,9 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     feat_file = data_dir / "features.pt"
     st = Stage("features", cached=feat_file.is_file())
     t0 = time.perf_counter()
-    data = torch.load(feat_file, weights_only=False) if st.cached else None
-    if data is not None and "topk_ids" not in data:  # written by an older specsweep: recompute
-        st.cached, data = False, None
-    if data is None:
+    if st.cached:
+        data = torch.load(feat_file, weights_only=False)
+    else:
         data = compute_features(model_path, examples, layers, feat_file,
                                 progress=lambda i, n: progress("features", i, n, ""))
     st.seconds = time.perf_counter() - t0
@@ -224,8 +224,6 @@ def _generate(model_path: str, prompts: Path, responses: Path, max_tokens: int, 
     with subprocess.Popen([sys.executable, "-m", "orchestrator.drafters.train.generate", model_path, str(prompts),
                            str(responses), str(max_tokens), "bfloat16"], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as child:
-        import threading
-
         err: list[str] = []
         reader = threading.Thread(target=lambda: err.extend(child.stderr), daemon=True)  # no pipe deadlock
         reader.start()
