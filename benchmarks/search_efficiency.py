@@ -20,7 +20,7 @@ import optuna
 
 from _common import WORK, run_spec
 from orchestrator.controller.plan import point_key
-from orchestrator.controller.space import SearchSpace
+from orchestrator.controller.plan import SearchSpace
 from orchestrator.controller.study import make_sampler
 from orchestrator.spec import load_spec
 

@@ -24,14 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.datasets import load_prompts  # noqa: E402
 from orchestrator.engines.actor import EngineActor  # noqa: E402
-from orchestrator.engines.base import EngineConfig, SamplingSettings  # noqa: E402
+from orchestrator.engines.base import EngineConfig  # noqa: E402
+from orchestrator.records import MeasureRequest, SamplingSettings  # noqa: E402
 from orchestrator.validity import speedup_interval  # noqa: E402
 
 SAMPLING = SamplingSettings(max_tokens=16, temperature=0.0, ignore_eos=True)
 PROMPTS = {"smoke": load_prompts("smoke", num_prompts=8)}
 
 
-def config(k: int, noise: float, noise_seed: int) -> dict:
+def config(k: int, noise: float, noise_seed: int) -> EngineConfig:
     # `seed` drives the drafts' acceptance draws: a different one per run, or every run would see the same
     # (lucky or unlucky) first windows and the runs would share one bias
     fake = {"step_seconds": 0.004, "token_cost": 0.1, "acceptance": [0.8, 0.6, 0.4], "seed": noise_seed,
@@ -40,7 +41,7 @@ def config(k: int, noise: float, noise_seed: int) -> dict:
     return EngineConfig(backend="fake", model="fake", model_path="fake", revision=None, dtype="auto",
                         max_model_len=2048, method_label="ngram" if k else "baseline",
                         method="ngram" if k else "baseline", speculative_config=spec,
-                        engine_args={"max_num_seqs": 64}, fake=fake).to_dict()
+                        engine_args={"max_num_seqs": 64}, fake=fake)
 
 
 async def windows(noise: float, noise_seed: int, repeats: int, concurrency: int) -> tuple[list[float], list[float]]:
@@ -48,9 +49,10 @@ async def windows(noise: float, noise_seed: int, repeats: int, concurrency: int)
     await base.start()
     await spec.start()
     b, s = [], []
+    req = MeasureRequest(dataset="smoke", concurrency=concurrency, warmup_requests=0, request_timeout_s=60.0)
     for _ in range(repeats):  # rotated: repeat r of both before r + 1
-        b.append((await base.measure("smoke", concurrency, 0, 60.0))["metrics"]["output_tok_s"])
-        s.append((await spec.measure("smoke", concurrency, 0, 60.0))["metrics"]["output_tok_s"])
+        b.append((await base.measure(req)).metrics.output_tok_s)
+        s.append((await spec.measure(req)).metrics.output_tok_s)
     await base.stop()
     await spec.stop()
     return s, b

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_TRIALS_FAILED, SpecError, StoreError
 from .paths import default_store_url
@@ -24,6 +23,17 @@ STORE_HELP = "Results store URL (sqlite:///path or postgresql://...). Default: $
              "the file $SPECSWEEP_DB_FILE, else sqlite under $SPECSWEEP_HOME (~/.local/share/specsweep/specsweep.db)."
 
 
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print one error line and exit (2 = bad input: nothing was run or written)."""
+    err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in ("table", "csv", "json"):
+        _fail(f"--format must be one of table, csv, json (got {fmt!r})")
+
+
 def _store_url(store: Optional[str]) -> str:
     """--store, else $SPECSWEEP_DB, else the first line of the file $SPECSWEEP_DB_FILE (for URLs with a
     password: keep them out of the command line and of job metadata), else SQLite under SPECSWEEP_HOME."""
@@ -36,8 +46,7 @@ def _store_url(store: Optional[str]) -> str:
         try:
             url = open(os.path.expanduser(path), encoding="utf-8").read().strip().splitlines()[0].strip()
         except (OSError, IndexError) as e:
-            err_console.print(f"[red]error:[/] SPECSWEEP_DB_FILE={path}: cannot read a store URL from it ({e})")
-            raise typer.Exit(EXIT_BAD_INPUT)
+            _fail(f"SPECSWEEP_DB_FILE={path}: cannot read a store URL from it ({e})")
         return url
     return default_store_url()
 
@@ -48,8 +57,17 @@ def _open_store(url: str):
     try:
         return Store(url)
     except StoreError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
+
+
+def _open_sweep_store(store: Optional[str], *sweeps: str):
+    """The store, after checking that every named sweep is in it."""
+    st = _open_store(_store_url(store))
+    for name in sweeps:
+        if st.get_sweep(name) is None:
+            names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
+            _fail(f"no sweep named {name!r} in {st.display_url}; sweeps there: {names}")
+    return st
 
 
 def _refuse(e: SpecError) -> None:
@@ -72,36 +90,29 @@ def _load(spec_path: str):
 def validate(spec: str = typer.Argument(..., help="Sweep spec YAML file")) -> None:
     """Check a spec, and the drafters and target where their files are local, without starting anything."""
     loaded = _load(spec)
-    from .controller.plan import build_plan
+    from .controller.plan import plan_summary
     from .methods.checks import check_methods
     from .models import ModelError, resolve_model
 
-    target = loaded.spec.target.model
-    if loaded.spec.engine.backend == "vllm":
-        try:
-            target = resolve_model(target)  # the demo alias is prepared: its config is needed for the checks
-        except ModelError as e:
-            err_console.print(f"[red]error:[/] {spec}: target.model: {e}")
-            raise typer.Exit(EXIT_BAD_INPUT)
+    target = loaded.spec.engine.backend == "vllm"
+    model = loaded.spec.target.model
     try:
-        notes = check_methods(loaded, target if loaded.spec.engine.backend == "vllm" else None)
+        model = resolve_model(model) if target else model  # the demo alias is prepared: its config is needed
+        notes = check_methods(loaded, model if target else None)
+    except ModelError as e:
+        _fail(f"{spec}: target.model: {e}")
     except SpecError as e:
         _refuse(e)
     for note in notes:
         console.print(f"note: {note}")
-    plan = build_plan(loaded, target)
-    engines = len({t.engine.config_hash for t in plan})
+    p = plan_summary(loaded, model)
     search = loaded.spec.search
-    from .controller.space import SearchSpace
-
-    space = SearchSpace(loaded, target)
-    _, baselines = space.grid_baselines(space.grid(), loaded.spec.measurement.paired_baseline)
-    extra = f" + {len(baselines)} paired baseline trials" if baselines else ""
-    engines += len({space.planned_trial(b).engine.config_hash for b in baselines})
+    extra = f" + {p.paired_baselines} paired baseline trials" if p.paired_baselines else ""
     if search.sampler == "grid":
-        what = f"grid of {len(plan)} trials{extra} on {engines} engine configurations"
+        what = f"grid of {p.points} trials{extra} on {p.engine_configs} engine configurations"
     else:
-        what = f"{search.sampler} sampler, {search.n_trials or 20} trials from a space of {len(plan)} points ({engines} engine configurations)"
+        what = (f"{search.sampler} sampler, {search.n_trials or 20} trials from a space of {p.points} points "
+                f"({p.engine_configs} engine configurations)")
     console.print(f"{spec}: OK — sweep {loaded.spec.name!r}: {what}")
 
 
@@ -117,66 +128,18 @@ def run(
     """Run a sweep (or resume one of the same name and spec) and print its results."""
     from .controller.runner import run_sweep
     from .models import ModelError
-    from .render import print_results
+    from .render import SweepConsole, print_results
 
     loaded = _load(spec)
     st = _open_store(_store_url(store))
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
-                        transient=False, disable=not console.is_terminal)
-    task: dict[str, Any] = {}
-
-    def report(event: str, d: dict) -> None:
-        if event == "plan":
-            engines = f" on {d['engines']} engine configurations" if d.get("engines") is not None else ""
-            console.print(f"sweep [bold]{d['sweep']}[/] ({d['sampler']}): {d['todo']} trials to run, {d['skipped']} done "
-                          f"before{engines} → {d['store']}")
-            task["id"] = progress.add_task(d["sweep"], total=d["todo"], status="")
-        elif event == "pool":
-            console.print(f"engines at once: {d['max_engines']}")
-        elif event == "engine_retired":
-            if not console.is_terminal:
-                console.print(f"engine {d['label']} retired after {d['served']} trials")
-        elif event == "note":
-            console.print(f"note: {d['message']}")
-        elif event == "warning":
-            err_console.print(f"[yellow]warning:[/] {d['message']}")
-        elif event == "ray":
-            console.print(f"ray: {d['connected']}")
-        elif event == "engine_start":
-            progress.update(task["id"], status=f"starting engine {d['label']} ({d['config_hash']})")
-            if not console.is_terminal:
-                console.print(f"starting engine {d['label']} ({d['config_hash']})")
-        elif event == "engine_ready":
-            console.print(f"engine {d['label']} ready in {d['start_s']:.1f} s")
-        elif event == "engine_failed":
-            console.print(f"[red]engine {d['label']} failed to start[/]: {d['error'][:500]}")
-        elif event == "trial_start":
-            k = "" if d["k"] is None else f" K={d['k']}"
-            progress.update(task["id"], status=f"{d['label']}{k} concurrency {d['concurrency']}")
-        elif event == "trial_done":
-            s = d["summary"]
-            k = "" if d["k"] is None else f" K={d['k']}"
-            al = "" if s["acceptance_length"] is None else f", AL {s['acceptance_length']:.2f}"
-            console.print(f"  {d['label']}{k} {d['dataset']} @ concurrency {d['concurrency']}: "
-                          f"{s['output_tok_s']:.1f} out tok/s{al}")
-            progress.advance(task["id"])
-        elif event == "trial_failed":
-            k = "" if d["k"] is None else f" K={d['k']}"
-            console.print(f"[red]  {d['label']}{k} @ concurrency {d['concurrency']} failed:[/] {d['error'][:500]}")
-            progress.advance(task["id"])
-        elif event == "interrupted":
-            console.print(f"[yellow]interrupted ({d['why']}): the running trial is marked FAIL; completed trials are kept[/]")
-
     try:
-        with progress:
-            outcome = run_sweep(loaded, st, ray_address=ray_address, report=report, retry_failed=retry_failed,
+        with SweepConsole(console, err_console) as show:
+            outcome = run_sweep(loaded, st, ray_address=ray_address, emit=show, retry_failed=retry_failed,
                                 new_name=new_name)
     except SpecError as e:
         _refuse(e)
     except ModelError as e:
-        err_console.print(f"[red]error:[/] {spec}: target.model: {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(f"{spec}: target.model: {e}")
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED)
     rows = st.trial_results(outcome.sweep)
@@ -200,14 +163,8 @@ def results(
     """Print a sweep's results (one row per trial and load point, from the trial_results view)."""
     from .render import print_results
 
-    if fmt not in ("table", "csv", "json"):
-        err_console.print(f"[red]error:[/] --format must be one of table, csv, json (got {fmt!r})")
-        raise typer.Exit(EXIT_BAD_INPUT)
-    st = _open_store(_store_url(store))
-    if st.get_sweep(sweep) is None:
-        names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
-        err_console.print(f"[red]error:[/] no sweep named {sweep!r} in {st.display_url}; sweeps there: {names}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+    _check_format(fmt)
+    st = _open_sweep_store(store, sweep)
     print_results(st.trial_results(sweep), fmt, console, title=f"sweep {sweep}", crossover=st.crossover(sweep))
 
 
@@ -222,41 +179,22 @@ def compare(
 ) -> None:
     """The points two sweeps share, side by side (B / A). Refused when their environment fingerprints
     differ, listing the fields, unless each is allowed with --allow-mismatch."""
-    from rich.table import Table
-
     from .compare import COMPARED_METRICS, compare_sweeps
-    from .render import print_results
+    from .render import compare_table, print_results
     from .validity import FingerprintMismatch
 
-    st = _open_store(_store_url(store))
-    for name in (sweep_a, sweep_b):
-        if st.get_sweep(name) is None:
-            names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
-            err_console.print(f"[red]error:[/] no sweep named {name!r} in {st.display_url}; sweeps there: {names}")
-            raise typer.Exit(EXIT_BAD_INPUT)
+    st = _open_sweep_store(store, sweep_a, sweep_b)
     try:
         rows = compare_sweeps(st, sweep_a, sweep_b, allow_mismatch)
     except FingerprintMismatch as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
     if not rows:
         err_console.print(f"[yellow]no point completed in both {sweep_a!r} and {sweep_b!r}[/]")
         raise typer.Exit(EXIT_OK)
     if fmt != "table":
         print_results(rows, fmt, console)
         return
-    table = Table(title=f"{sweep_b} / {sweep_a}")
-    for h in ("method", "K", "dataset", "conc", *[f"{m} A | B | B/A" for m in COMPARED_METRICS]):
-        table.add_column(h, justify="left" if h in ("method", "dataset") else "right")
-
-    def cell(r, m):
-        f = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
-        return f"{f(r[m + '_a'])} | {f(r[m + '_b'])} | {f(r[m + '_ratio'])}"
-
-    for r in rows:
-        table.add_row(r["label"], str(r["K"] if r["K"] is not None else "-"), r["dataset"], str(r["concurrency"]),
-                      *[cell(r, m) for m in COMPARED_METRICS])
-    console.print(table)
+    console.print(compare_table(rows, COMPARED_METRICS, title=f"{sweep_b} / {sweep_a}"))
 
 
 @app.command()
@@ -270,9 +208,7 @@ def query(
 ) -> None:
     """Plain SQL over the results store on a read-only connection (views: trial_results, pareto,
     method_summary, speedup_crossover, nightly_history; tables documented in README.md)."""
-    from rich.table import Table
-
-    from .render import print_results
+    from .render import print_results, query_table
     from .store.query import QueryError, run_query, saved_queries, saved_query
 
     if list_saved:
@@ -280,34 +216,24 @@ def query(
             first = next((ln[2:].strip() for ln in path.read_text().splitlines() if ln.startswith("--")), "")
             console.print(f"{name:24} {first}", highlight=False)
         return
-    if fmt not in ("table", "csv", "json"):
-        err_console.print(f"[red]error:[/] --format must be one of table, csv, json (got {fmt!r})")
-        raise typer.Exit(EXIT_BAD_INPUT)
+    _check_format(fmt)
     if (sql is None) == (saved is None):
-        err_console.print("[red]error:[/] give one SQL statement or --saved NAME (see --list)")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail("give one SQL statement or --saved NAME (see --list)")
     params = {}
     for p in param:
         if "=" not in p:
-            err_console.print(f"[red]error:[/] --param {p!r}: expected NAME=VALUE")
-            raise typer.Exit(EXIT_BAD_INPUT)
+            _fail(f"--param {p!r}: expected NAME=VALUE")
         k, v = p.split("=", 1)
         params[k] = int(v) if v.lstrip("-").isdigit() else v
     try:
         text_sql = saved_query(saved) if saved else sql
         cols, rows = run_query(_store_url(store), text_sql, params)
     except (QueryError, StoreError) as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
     if fmt != "table":
         print_results(rows, fmt, console)
         return
-    table = Table(title=saved or None)
-    for c in cols:
-        table.add_column(c)
-    for r in rows:
-        table.add_row(*["" if r[c] is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in cols])
-    console.print(table)
+    console.print(query_table(cols, rows, saved or None))
     console.print(f"{len(rows)} rows", highlight=False)
 
 
@@ -325,6 +251,7 @@ def nightly(
 
     from .errors import EXIT_REGRESSION
     from .nightly import NightlyLocked, load_suite, run_nightly
+    from .render import SweepConsole
 
     try:
         suite, files = load_suite(suite_file)
@@ -333,10 +260,9 @@ def nightly(
     st = _open_store(_store_url(store))
     try:
         out = run_nightly(suite, files, st, ray_address=ray_address, report_dir=Path(report_dir), break_lock=break_lock,
-                          report=lambda e, d: console.print(f"nightly: running {d['spec']} as {d['sweep']}"))
+                          emit=SweepConsole(console, err_console))
     except NightlyLocked as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
     except SpecError as e:
         _refuse(e)
     except KeyboardInterrupt:
@@ -370,13 +296,11 @@ def submit(
     try:
         req = job_request(Path(spec), loaded.spec.name, Path(working_dir), url, store_file)
     except SubmitError as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
     try:
         status = do_submit(address, req, wait, echo=lambda m: console.print(m, highlight=False, markup=False))
     except Exception as e:
-        err_console.print(f"[red]error:[/] submitting to {address or '$RAY_ADDRESS'} failed: {type(e).__name__}: {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(f"submitting to {address or '$RAY_ADDRESS'} failed: {type(e).__name__}: {e}")
     console.print(f"job {req['submission_id']}: {status}")
     if wait and status != "SUCCEEDED":
         raise typer.Exit(EXIT_TRIALS_FAILED)
@@ -391,21 +315,15 @@ def report(
     """Write a self-contained HTML report (plotly) and PNG figures (matplotlib) of a sweep."""
     from pathlib import Path
 
-    st = _open_store(_store_url(store))
-    if st.get_sweep(sweep) is None:
-        names = ", ".join(s["name"] for s in st.list_sweeps()) or "(none)"
-        err_console.print(f"[red]error:[/] no sweep named {sweep!r} in {st.display_url}; sweeps there: {names}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+    st = _open_sweep_store(store, sweep)
     try:
         from .report import build_report
 
         files = build_report(st, sweep, Path(out))
     except ImportError as e:
-        err_console.print(f"[red]error:[/] the report needs matplotlib and plotly: pip install -e '.[report]' ({e})")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(f"the report needs matplotlib and plotly: pip install -e '.[report]' ({e})")
     except ValueError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
     for f in files:
         console.print(str(f))
 
@@ -416,13 +334,11 @@ def prepare_model(alias: str = typer.Argument("smollm2-135m-instruct")) -> None:
     from .models import DEMO_ALIASES, ModelError, ensure_demo_model
 
     if alias not in DEMO_ALIASES:
-        err_console.print(f"[red]error:[/] unknown demo model {alias!r}; known: {', '.join(DEMO_ALIASES)}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(f"unknown demo model {alias!r}; known: {', '.join(DEMO_ALIASES)}")
     try:
         console.print(str(ensure_demo_model(alias)))
     except ModelError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
 
 
 db_app = typer.Typer(no_args_is_help=True, help="The results store's schema (Alembic migrations in db/migrations).")
@@ -452,8 +368,7 @@ def db_current(store: Optional[str] = typer.Option(None, "--store", help=STORE_H
         with engine.connect() as conn:
             rev = current_revision(conn)
     except Exception as e:
-        err_console.print(f"[red]error:[/] cannot read {display_url(url)}: {type(e).__name__}: {e}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(f"cannot read {display_url(url)}: {type(e).__name__}: {e}")
     finally:
         engine.dispose()
     console.print(f"{display_url(url)}: revision {rev or '(empty database)'}; newest {head_revision()}")
@@ -482,29 +397,13 @@ def drafters_train(
 
     settings = TrainSettings(method=method, target=target, steps=steps, max_minutes=minutes, seed=seed,
                              num_prompts=prompts, max_tokens=max_tokens, block_size=block_size)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=err_console,
-                        disable=not err_console.is_terminal)
-    tasks: dict[str, Any] = {}
-    last_print = {"t": 0.0}
-
-    def report(stage: str, done: int, total: int, note: str) -> None:
-        import time as _time
-
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(stage, total=total, status="")
-        progress.update(tasks[stage], completed=done, total=total, status=note)
-        now = _time.monotonic()
-        if not err_console.is_terminal and (now - last_print["t"] > 15 or done == total):
-            last_print["t"] = now
-            err_console.print(f"{stage}: {done}/{total} {note}", highlight=False)
+    from .render import TrainProgress
 
     try:
-        with progress:
-            folder, manifest = train_drafter(settings, report, force=force)
+        with TrainProgress(err_console) as progress:
+            folder, manifest = train_drafter(settings, progress, force=force)
     except TrainError as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        _fail(str(e))
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted: finished stages and the last checkpoint are kept; run the same "
                           "command again to resume[/]")

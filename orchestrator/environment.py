@@ -8,6 +8,7 @@ import os
 import platform
 import socket
 import subprocess
+from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
@@ -145,12 +146,18 @@ def _gpu_memory_mb(pids: list[int]) -> float | None:
     return used if found else None
 
 
-def engine_memory(pid: int | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EngineMemory:
+    kind: str  # gpu (memory in use on the GPU by the engine's processes) | rss (sum of their peak resident sets)
+    mb: float | None
+
+
+def engine_memory(pid: int | None = None) -> EngineMemory:
     """Peak memory of an engine (this process and its children): GPU memory in use by those processes when
     nvidia-smi sees them (`gpu`), else the sum of their peak resident set sizes (`rss`, VmHWM)."""
     pids = _tree_pids(pid or os.getpid())
     gpu = _gpu_memory_mb(pids)
     if gpu is not None:
-        return {"memory_kind": "gpu", "memory_mb": gpu}
+        return EngineMemory("gpu", gpu)
     peaks = [m for m in (_vm_hwm_mb(p) for p in pids) if m is not None]
-    return {"memory_kind": "rss", "memory_mb": sum(peaks) if peaks else None}
+    return EngineMemory("rss", sum(peaks) if peaks else None)

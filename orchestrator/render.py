@@ -1,4 +1,6 @@
-"""Render trial_results rows as a rich table, CSV or JSON (no computation here)."""
+"""Everything specsweep prints: trial_results rows as a rich table, CSV or JSON; comparisons and query
+results as tables; a running sweep's events and a drafter training's progress as console lines. No
+computation here."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from .controller import events as ev
 
 # (column in trial_results, header, format)
 TABLE_COLUMNS = [
@@ -104,3 +108,140 @@ def print_results(rows: list[dict], fmt: str, console: Console, title: str = "",
             if r.get("state") == "FAIL" and r.get("error"):
                 console.print(f"[red]trial {r['trial']} ({r['label']}, concurrency {r['concurrency']}) failed:[/] "
                               f"{r['error'].splitlines()[0][:300]}")
+
+
+class SweepConsole:
+    """Turns a sweep's events (controller/events.py) into console lines and a progress bar: the one place
+    where what a running sweep says is worded."""
+
+    def __init__(self, console: Console, err_console: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console, self.err = console, err_console
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
+                                 transient=False, disable=not console.is_terminal)
+        self.task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def _status(self, text: str) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, status=text)
+
+    def _advance(self) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task)
+
+    @staticmethod
+    def _k(k: int | None) -> str:
+        return "" if k is None else f" K={k}"
+
+    def __call__(self, event: ev.Event) -> None:
+        c = self.console
+        if isinstance(event, ev.SweepPlanned):
+            engines = f" on {event.engines} engine configurations" if event.engines is not None else ""
+            c.print(f"sweep [bold]{event.sweep}[/] ({event.sampler}): {event.todo} trials to run, {event.skipped} done "
+                    f"before{engines} → {event.store}")
+            self.task = self.progress.add_task(event.sweep, total=event.todo, status="")
+        elif isinstance(event, ev.PoolSized):
+            c.print(f"engines at once: {event.max_engines}")
+        elif isinstance(event, ev.EngineRetired):
+            if not c.is_terminal:
+                c.print(f"engine {event.label} retired after {event.served} trials")
+        elif isinstance(event, ev.Note):
+            c.print(f"note: {event.message}")
+        elif isinstance(event, ev.SweepWarning):
+            self.err.print(f"[yellow]warning:[/] {event.message}")
+        elif isinstance(event, ev.RayConnected):
+            c.print(f"ray: {event.description}")
+        elif isinstance(event, ev.EngineStarting):
+            self._status(f"starting engine {event.label} ({event.config_hash})")
+            if not c.is_terminal:
+                c.print(f"starting engine {event.label} ({event.config_hash})")
+        elif isinstance(event, ev.EngineReady):
+            c.print(f"engine {event.label} ready in {event.start_s:.1f} s")
+        elif isinstance(event, ev.EngineFailed):
+            c.print(f"[red]engine {event.label} failed to start[/]: {event.error[:500]}")
+        elif isinstance(event, ev.TrialStarted):
+            self._status(f"{event.trial.label}{self._k(event.trial.k)} concurrency {event.trial.concurrency}")
+        elif isinstance(event, ev.WindowDone):
+            if not c.is_terminal:
+                c.print(f"  {event.trial.label}{self._k(event.trial.k)} @ concurrency {event.trial.concurrency}: "
+                        f"window {event.windows} measured")
+        elif isinstance(event, ev.TrialDone):
+            s, t = event.summary, event.trial
+            al = "" if s.acceptance_length is None else f", AL {s.acceptance_length:.2f}"
+            tok = "-" if s.output_tok_s is None else f"{s.output_tok_s:.1f}"
+            c.print(f"  {t.label}{self._k(t.k)} {t.dataset} @ concurrency {t.concurrency}: {tok} out tok/s{al}")
+            self._advance()
+        elif isinstance(event, ev.TrialFailed):
+            t = event.trial
+            c.print(f"[red]  {t.label}{self._k(t.k)} @ concurrency {t.concurrency} failed:[/] {event.error[:500]}")
+            self._advance()
+        elif isinstance(event, ev.SweepInterrupted):
+            c.print(f"[yellow]interrupted ({event.why}): the running trial is marked FAIL; completed trials are kept[/]")
+        elif isinstance(event, ev.NightlySweepStarted):
+            c.print(f"nightly: running {event.spec} as {event.sweep}")
+
+
+def compare_table(rows: list[dict], metrics: tuple[str, ...], title: str) -> Table:
+    """`specsweep compare`: A | B | B/A for each metric of each shared point."""
+    table = Table(title=title)
+    for h in ("method", "K", "dataset", "conc", *[f"{m} A | B | B/A" for m in metrics]):
+        table.add_column(h, justify="left" if h in ("method", "dataset") else "right")
+
+    def f(v):
+        return "-" if v is None else f"{v:.3g}"
+
+    for r in rows:
+        table.add_row(r["label"], str(r["K"] if r["K"] is not None else "-"), r["dataset"], str(r["concurrency"]),
+                      *[f"{f(r[m + '_a'])} | {f(r[m + '_b'])} | {f(r[m + '_ratio'])}" for m in metrics])
+    return table
+
+
+def query_table(cols: list[str], rows: list[dict], title: str | None) -> Table:
+    table = Table(title=title)
+    for c in cols:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*["" if r[c] is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in cols])
+    return table
+
+
+class TrainProgress:
+    """`specsweep drafters train` progress: a bar on a terminal, a line every 15 s (and at each stage's end)
+    otherwise."""
+
+    def __init__(self, err_console: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.err = err_console
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=err_console,
+                                 disable=not err_console.is_terminal)
+        self.tasks: dict[str, Any] = {}
+        self.last_print = 0.0
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int, note: str) -> None:
+        import time
+
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(stage, total=total, status="")
+        self.progress.update(self.tasks[stage], completed=done, total=total, status=note)
+        now = time.monotonic()
+        if not self.err.is_terminal and (now - self.last_print > 15 or done == total):
+            self.last_print = now
+            self.err.print(f"{stage}: {done}/{total} {note}", highlight=False)

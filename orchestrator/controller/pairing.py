@@ -1,12 +1,16 @@
-"""Compare a speculative trial with its paired baseline (same target, workload, sampling, load point and
-engine batch settings) and store the result: speedup with its confidence interval, latency ratios, the
-lossless check and the pairing flags. Refuses (no speedup, flag `fingerprint_mismatch`) when the two ran
-in environments whose compared fingerprint fields differ."""
+"""Paired baselines: every speculative trial is compared with a no-speculation trial at the same target,
+workload, sampling, load point and engine batch settings. `Baselines` makes sure that trial exists (adaptive
+samplers ask for it as they go; grids plan it up front) and compares whatever became comparable when a trial
+finished; `compare_with_baseline` computes and stores one comparison: speedup with its confidence interval,
+latency ratios, the lossless check and the pairing flags. It refuses (no speedup, flag
+`fingerprint_mismatch`) when the two ran in environments whose compared fingerprint fields differ."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
+from ..spec.models import MeasurementSpec
 from ..store import Store
 from ..validity import (first_token_test, fingerprint_diff, greedy_match, pairing_flags, speedup_interval)
 
@@ -48,7 +52,7 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
                       speedup_ci_low=ci["low"], speedup_ci_high=ci["high"], speedup_ci_method=ci["method"],
                       tpot_ratio=_ratio(spec_row["tpot_ms_p50"], base_row["tpot_ms_p50"]),
                       ttft_ratio=_ratio(spec_row["ttft_ms_p50"], base_row["ttft_ms_p50"]))
-    spec_out, base_out = store.all_request_outputs(trial_id), store.all_request_outputs(baseline_id)
+    spec_out, base_out = store.request_outputs(trial_id, None), store.request_outputs(baseline_id, None)
     match = dist = None
     if temperature == 0:
         match = greedy_match({(o["repeat"], o["prompt_id"]): o["output_token_ids"] or [] for o in spec_out if o["ok"]},
@@ -63,3 +67,59 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
                                                      baseline_state=base["state"])) or None
     store.save_comparison(trial_id, values)
     return values
+
+
+@dataclass(frozen=True)
+class PairingSettings:
+    temperature: float
+    measurement: MeasurementSpec
+    seed: int
+
+
+class Baselines:
+    """The sweep's paired baselines: which row measures each load point's baseline, and the comparisons."""
+
+    def __init__(self, store: Store, sweep_id: int, settings: PairingSettings, warn: Callable[[str], None]):
+        self.store, self.sweep_id, self.settings, self.warn = store, sweep_id, settings, warn
+        self.rows: dict[str, tuple[int, str]] = {}  # adaptive: baseline point key -> (row id, state)
+
+    def known(self, key: str, row_id: int, state: str) -> None:
+        """A baseline row found on resume (state PENDING: it is measured again when a trial asks for it)."""
+        self.rows[key] = (row_id, state)
+
+    def claim(self, key: str, new_row: Callable[[], int]) -> tuple[int, bool]:
+        """The row of the baseline with point key `key`, creating it with `new_row` if the sweep has none;
+        and whether it must be measured now (it is PENDING and not queued yet)."""
+        if key not in self.rows:
+            row = next((r for r in self.store.trials(self.sweep_id) if r["point_key"] == key), None)
+            self.rows[key] = (new_row(), "PENDING") if row is None else (row["id"], row["state"])
+        rid, state = self.rows[key]
+        self.rows[key] = (rid, "QUEUED" if state == "PENDING" else state)
+        return rid, state == "PENDING"
+
+    def pair(self, trial_id: int) -> None:
+        """Compare whatever became comparable when `trial_id` finished: the trial with its baseline, or a
+        baseline with the trials that wait for it."""
+        row = self.store.trial(trial_id)
+        todo = []
+        if row and row["baseline_trial_id"] is not None and row["state"] == "COMPLETE":
+            base = self.store.trial(row["baseline_trial_id"])
+            if base and base["state"] in ("COMPLETE", "FAIL"):
+                todo.append((trial_id, row["baseline_trial_id"]))
+        if row and row["state"] in ("COMPLETE", "FAIL"):
+            todo += [(t["id"], trial_id) for t in self.store.paired_trials(trial_id) if t["state"] == "COMPLETE"]
+        m = self.settings.measurement
+        for tid, bid in todo:
+            try:
+                compare_with_baseline(self.store, tid, bid, temperature=self.settings.temperature,
+                                      confidence=m.confidence, resamples=m.bootstrap_resamples,
+                                      threshold=m.lossless_threshold, allow_mismatch=m.allow_mismatch,
+                                      seed=self.settings.seed)
+            except Exception as e:  # the measurements are stored; a comparison can be recomputed
+                self.warn(f"comparing trial row {tid} with baseline row {bid} failed: {type(e).__name__}: {e}")
+
+    def pair_missing(self, rows: list[dict]) -> None:
+        """Comparisons that never happened (e.g. a resumed sweep whose controller died between the two)."""
+        for r in rows:
+            if r["baseline_trial_id"] is not None and r["state"] == "COMPLETE" and self.store.comparison(r["id"]) is None:
+                self.pair(r["baseline_trial_id"])

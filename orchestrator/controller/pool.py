@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import ray
 
 from ..engines.base import EngineConfig
+from ..records import EngineStarted, MeasureRequest, WindowResult
 from .plan import PlannedTrial
 
 
@@ -31,18 +32,37 @@ class TrialRun:
     handle: Any = None  # the Optuna trial when it came from ask(); None for grid points
     queued_at: float = field(default_factory=time.perf_counter)
     dispatched_at: float | None = None
-    windows: list[dict] = field(default_factory=list)
-    outputs: list[list[dict]] = field(default_factory=list)
-    warmup_s: float = 0.0
-    measure_s: float = 0.0
+    windows: list[WindowResult] = field(default_factory=list)
     engine_start_s: float | None = None
     role: str = "search"  # or paired_baseline: added by the controller, never told to Optuna
     windows_wanted: int | None = None  # windows to measure in this dispatch (default: the pool's repeats)
-    engine_info: dict | None = None  # start info of the engine that served the last window
+    engine: EngineStarted | None = None  # the engine that served the last window
 
     @property
     def config_hash(self) -> str:
         return self.planned.engine.config_hash
+
+    @property
+    def warmup_s(self) -> float:
+        return sum(w.warmup_s for w in self.windows)
+
+    @property
+    def measure_s(self) -> float:
+        return sum(w.measure_s for w in self.windows)
+
+    def measure_request(self, window: "WindowSettings") -> MeasureRequest:
+        return MeasureRequest(dataset=self.planned.dataset, concurrency=self.planned.concurrency,
+                              warmup_requests=window.warmup_requests, request_timeout_s=window.request_timeout_s,
+                              discard_first_window=window.discard_first_window)
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """How every window of the sweep is taken (the spec's `measurement` section)."""
+
+    warmup_requests: int = 0
+    request_timeout_s: float = 600.0
+    discard_first_window: bool = False
 
 
 @dataclass
@@ -52,7 +72,9 @@ class EngineSlot:
     state: str  # starting | idle | busy | stopping (still holds its resources until killed)
     started_at: float
     start_ref: Any = None
-    info: dict | None = None
+    started: EngineStarted | None = None  # what the actor reported once its engine was up
+    start_wall_s: float | None = None  # what the start cost as seen from here: spawn + imports + model load
+    environment_id: int | None = None  # set by the controller when the engine is ready
     run: TrialRun | None = None
     measure_ref: Any = None
     stop_ref: Any = None
@@ -74,14 +96,14 @@ class PoolEvent:
 
 class EnginePool:
     def __init__(self, actor_cls, *, max_engines: int, repeats: int, start_timeout_s: float, trial_timeout_s: float,
-                 measure_args: Callable[[TrialRun], tuple], actor_args: tuple = ()):
+                 window: WindowSettings, actor_args: tuple = ()):
         self.actor_cls = actor_cls
         self.actor_args = actor_args  # passed to every actor after its engine config (the workload)
         self.max_engines = max_engines
         self.repeats = repeats
         self.start_timeout_s = start_timeout_s
         self.trial_timeout_s = trial_timeout_s
-        self.measure_args = measure_args
+        self.window = window
         self.slots: list[EngineSlot] = []
         self.pending: list[TrialRun] = []
         self.failed_configs: dict[str, str] = {}
@@ -171,7 +193,7 @@ class EnginePool:
         return events
 
     def _start_engine(self, engine: EngineConfig) -> PoolEvent:
-        actor = self.actor_cls.remote(engine.to_dict(), *self.actor_args)
+        actor = self.actor_cls.remote(engine, *self.actor_args)
         slot = EngineSlot(engine=engine, actor=actor, state="starting", started_at=time.perf_counter(),
                           deadline=time.perf_counter() + self.start_timeout_s)
         slot.start_ref = actor.start.remote()
@@ -181,11 +203,11 @@ class EnginePool:
 
     def _start_trial(self, slot: EngineSlot, run: TrialRun) -> PoolEvent:
         run.dispatched_at = time.perf_counter()
-        run.engine_start_s = slot.info["start_wall_s"] if slot.info else None
-        run.engine_info = slot.info
+        run.engine_start_s = slot.start_wall_s
+        run.engine = slot.started
         slot.state, slot.run = "busy", run
         slot.deadline = run.dispatched_at + self.trial_timeout_s
-        slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
+        slot.measure_ref = slot.actor.measure.remote(run.measure_request(self.window))
         return PoolEvent("trial_start", run=run, slot=slot)
 
     def _handle(self, slot: EngineSlot, ref) -> list[PoolEvent]:
@@ -194,12 +216,11 @@ class EnginePool:
             return []
         if slot.state == "starting":
             try:
-                slot.info = ray.get(ref)
+                slot.started = ray.get(ref)
             except Exception as e:
                 return self._engine_failed(slot, error_text(e))
             slot.state, slot.start_ref, slot.deadline = "idle", None, None
-            # what a start really costs: process spawn + imports + model load, as seen from here
-            slot.info["start_wall_s"] = time.perf_counter() - slot.started_at
+            slot.start_wall_s = time.perf_counter() - slot.started_at
             return [PoolEvent("engine_ready", slot=slot)]
         run = slot.run
         try:
@@ -207,13 +228,9 @@ class EnginePool:
         except Exception as e:  # actor died (RayActorError) or measure raised (RayTaskError)
             self._kill(slot)
             return [PoolEvent("trial_failed", run=run, slot=slot, error=error_text(e))]
-        res["metrics"]["environment_id"] = (slot.info or {}).get("environment_id")
-        run.windows.append(res["metrics"])
-        run.outputs.append(res["outputs"])
-        run.warmup_s += res["warmup_s"]
-        run.measure_s += res["measure_s"]
+        run.windows.append(replace(res, environment_id=slot.environment_id))
         if len(run.windows) < (run.windows_wanted or self.repeats):
-            slot.measure_ref = slot.actor.measure.remote(*self.measure_args(run))
+            slot.measure_ref = slot.actor.measure.remote(run.measure_request(self.window))
             return []
         slot.state, slot.run, slot.measure_ref, slot.deadline = "idle", None, None, None
         slot.served += 1

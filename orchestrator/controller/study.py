@@ -2,19 +2,20 @@
 
 The study lives in the same database as the results (Optuna's own tables beside ours), named after the
 sweep. Known Optuna 5.0 traps handled here: heartbeats do not work with ask/tell, so trials left RUNNING by
-a dead controller are failed by us on resume; GridSampler's last `tell` raises, so grids are enqueued
-trials under a RandomSampler instead.
+a dead controller are failed by us on resume; GridSampler's last `tell` raises, so grid points are added as
+finished trials under a RandomSampler instead. Only Optuna's public API is used.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 from optuna.trial import TrialState
 
+from ..records import TrialSummary
 from ..spec import LoadedSpec
 from ..spec.models import SearchSpec
 
@@ -47,29 +48,28 @@ def open_study(loaded: LoadedSpec, storage_url: str, study_name: str) -> optuna.
 
 def fail_stale_trials(study: optuna.Study) -> int:
     """Trials a previous controller left RUNNING (it was killed): mark them FAIL in Optuna."""
-    n = 0
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        n += 1
-    return n
+    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for t in stale:
+        study.tell(t.number, state=TrialState.FAIL)
+    return len(stale)
 
 
-def objective_values(search: SearchSpec, summary: dict[str, Any]) -> list[float] | None:
+def objective_values(search: SearchSpec, summary: TrialSummary) -> list[float] | None:
     """Objective values of a completed trial, or None when one is missing (then told FAIL)."""
     values = []
     for o in search.objectives:
-        v = summary.get(o.metric)
+        v = summary.metric(o.metric)
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return None
         values.append(float(v))
     return values
 
 
-def constraint_values(search: SearchSpec, summary: dict[str, Any]) -> dict[str, float]:
+def constraint_values(search: SearchSpec, summary: TrialSummary) -> dict[str, float]:
     """SLO constraints as Optuna wants them: feasible when <= 0. A missing metric counts as violated."""
     out = {}
     for c in search.constraints:
-        v = summary.get(c.metric)
+        v = summary.metric(c.metric)
         key = f"{c.metric}<={c.max}" if c.max is not None else f"{c.metric}>={c.min}"
         if v is None:
             out[key] = 1.0
@@ -78,5 +78,60 @@ def constraint_values(search: SearchSpec, summary: dict[str, Any]) -> dict[str, 
     return out
 
 
-def feasible(search: SearchSpec, summary: dict[str, Any]) -> bool:
+def feasible(search: SearchSpec, summary: TrialSummary) -> bool:
     return all(v <= 0 for v in constraint_values(search, summary).values())
+
+
+class StudyBook:
+    """The sweep's Optuna study and the mapping between its trial numbers and sweep_trials rows.
+
+    Asked trials are told; grid points (never asked) are added as finished trials with `Study.add_trial`.
+    Trial numbers are sequential per study, and one controller at a time writes a sweep's study, so the
+    number of an added trial is the count of trials before it (no private storage call needed)."""
+
+    def __init__(self, study: optuna.Study, search: SearchSpec, distributions: Callable[[dict], dict]):
+        self.study, self.search, self.distributions = study, search, distributions
+        self.row_of_number: dict[int, int] = {}  # Optuna trial number -> sweep_trials row id
+        self._next_number = len(study.get_trials(deepcopy=False))
+
+    def ask(self) -> optuna.Trial:
+        trial = self.study.ask()
+        self._next_number = trial.number + 1
+        return trial
+
+    def enqueue(self, params: dict[str, Any]) -> None:
+        self.study.enqueue_trial(params, skip_if_exists=False)
+
+    def tell(self, handle: optuna.Trial | None, params: dict[str, Any], row_id: int,
+             summary: TrialSummary | None) -> int:
+        """Report a finished trial (asked: `handle`; a grid point: None) and return its trial number.
+        A failed or objective-less trial is FAIL."""
+        values = objective_values(self.search, summary) if summary is not None else None
+        constraints = constraint_values(self.search, summary) if summary is not None else {}
+        if handle is not None:
+            for key, value in constraints.items():
+                handle.set_constraint(key, value)
+            if values is None:
+                self.study.tell(handle, state=TrialState.FAIL)
+            else:
+                self.study.tell(handle, values if len(values) > 1 else values[0])
+            number = handle.number
+        else:
+            frozen = optuna.trial.create_trial(
+                state=TrialState.COMPLETE if values is not None else TrialState.FAIL, values=values, params=params,
+                distributions=self.distributions(params), constraints=constraints or None)
+            self.study.add_trial(frozen)
+            number = self._next_number
+            self._next_number += 1
+        self.row_of_number[number] = row_id
+        return number
+
+    def best_rows(self, stored_numbers: dict[int, int]) -> list[int]:
+        """Row ids of the study's best trials (the Pareto front with several objectives). `stored_numbers`:
+        trial number -> row id as stored (this run's own numbers take precedence)."""
+        try:
+            front = self.study.best_trials
+        except Exception:  # e.g. no completed trial yet
+            front = []
+        rows = {**stored_numbers, **self.row_of_number}
+        return [rows[t.number] for t in front if t.number in rows]

@@ -16,22 +16,23 @@ from ..datasets import Prompt
 from ..environment import artifact_identity, collect_fingerprint, engine_memory
 from ..load import run_closed_loop, run_warmup
 from ..metrics import summarize_window
-from .base import EngineConfig, EngineStartError, SamplingSettings
+from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
+from .base import EngineConfig, EngineStartError
 from .registry import make_backend
 
 
 class EngineActor:
     """Plain class; the controller wraps it with ray.remote(...) and resource options."""
 
-    def __init__(self, config: dict[str, Any], prompts: dict[str, list[Prompt]], sampling: SamplingSettings):
+    def __init__(self, config: EngineConfig, prompts: dict[str, list[Prompt]], sampling: SamplingSettings):
         # The workload is fixed for the sweep: sent once here, not with every measurement call.
-        self.config = EngineConfig(**config)
+        self.config = config
         self.backend = make_backend(self.config)
         self.prompts = prompts  # dataset name -> prompts
         self.sampling = sampling
         self.windows = 0
 
-    async def start(self) -> dict[str, Any]:
+    async def start(self) -> EngineStarted:
         t0 = time.perf_counter()
         try:
             await self.backend.start()
@@ -42,8 +43,10 @@ class EngineActor:
         start_s = time.perf_counter() - t0
         describe = self.backend.describe()
         fingerprint = collect_fingerprint({"engine": describe, **self.identity(describe)})
-        return {"start_s": start_s, "describe": describe, "fingerprint": fingerprint, "pid": os.getpid(),
-                "kv_cache_tokens": self.backend.kv_cache_tokens(), **engine_memory()}
+        memory = engine_memory()
+        return EngineStarted(start_s=start_s, pid=os.getpid(), fingerprint=fingerprint,
+                             kv_cache_tokens=self.backend.kv_cache_tokens(), memory_kind=memory.kind,
+                             memory_mb=memory.mb)
 
     def identity(self, describe: dict[str, Any]) -> dict[str, Any]:
         """What the engine runs, for the fingerprint (validity.fingerprint says which fields are compared)."""
@@ -65,48 +68,48 @@ class EngineActor:
             "fake": c.fake or None,
         }
 
-    async def measure(self, dataset: str, concurrency: int, warmup_requests: int, request_timeout_s: float,
-                      discard_first_window: bool = False) -> dict[str, Any]:
+    async def measure(self, req: MeasureRequest) -> WindowResult:
         """Warm up (discarded; after an engine start optionally a whole discarded window), then one
-        measurement window over `dataset`; returns its metrics and per-request outputs."""
-        prompts, sampling = self.prompts[dataset], self.sampling
+        measurement window over `req.dataset`; returns its metrics and per-request outputs."""
+        prompts, sampling = self.prompts[req.dataset], self.sampling
         tag = f"w{self.windows}"
-        first = self.windows == 0
+        discard = self.windows == 0 and req.discard_first_window
         self.windows += 1
         t0 = time.perf_counter()
-        if first and discard_first_window:
+        if discard:
             self.backend.begin_window()
-            await run_closed_loop(self.backend, prompts, sampling, concurrency, tag=tag + "-discard",
-                                  timeout_s=request_timeout_s)
-        warmup_failed = await run_warmup(self.backend, warmup_requests, sampling, concurrency, tag=tag + "-warm")
+            await run_closed_loop(self.backend, prompts, sampling, req.concurrency, tag=tag + "-discard",
+                                  timeout_s=req.request_timeout_s)
+        warmup_failed = await run_warmup(self.backend, req.warmup_requests, sampling, req.concurrency,
+                                         tag=tag + "-warm")
         t1 = time.perf_counter()
         self.backend.begin_window()
         started_at = datetime.datetime.now(datetime.timezone.utc)
-        before, cache_before = self.backend.spec_counters(), self.backend.cache_counters()
+        before, cache_before = self.backend.draft_counters(), self.backend.cache_counters()
         cpu_before = time.process_time()
-        window = await run_closed_loop(self.backend, prompts, sampling, concurrency, tag=tag, timeout_s=request_timeout_s)
+        window = await run_closed_loop(self.backend, prompts, sampling, req.concurrency, tag=tag,
+                                       timeout_s=req.request_timeout_s)
         cpu_s = time.process_time() - cpu_before
-        delta = self.backend.spec_counters() - before
+        delta = self.backend.draft_counters() - before
         queries, hits = (a - b for a, b in zip(self.backend.cache_counters(), cache_before))
         t2 = time.perf_counter()
-        metrics = summarize_window(window.records, window.duration, delta)
-        metrics["warmup_failed"] = warmup_failed
-        metrics["started_at"] = started_at
-        metrics["discarded_window"] = first and discard_first_window
-        # the load generator shares this process with the engine frontend: its CPU share bounds the client
-        metrics["client_cpu_frac"] = cpu_s / window.duration if window.duration > 0 else None
-        metrics["prefix_cache_hit_rate"] = hits / queries if queries > 0 else None
-        metrics.update(engine_memory())
+        memory = engine_memory()
+        metrics = summarize_window(
+            window.records, window.duration, delta, started_at=started_at, warmup_failed_requests=warmup_failed,
+            discarded_window=discard,
+            # the load generator shares this process with the engine frontend: its CPU share bounds the client
+            client_cpu_frac=cpu_s / window.duration if window.duration > 0 else None,
+            prefix_cache_hit_rate=hits / queries if queries > 0 else None,
+            memory_kind=memory.kind, memory_mb=memory.mb)
         outputs = [
-            {
-                "prompt_id": r.prompt_id, "ok": r.ok, "error": r.error, "finish_reason": r.finish_reason,
-                "output_tokens": r.num_output_tokens, "prompt_tokens": r.prompt_tokens,
-                "ttft_ms": None if r.ttft is None else r.ttft * 1000, "e2e_ms": None if r.e2e is None else r.e2e * 1000,
-                "output_text": r.output_text, "output_token_ids": r.output_token_ids,
-            }
+            RequestOutput(prompt_id=r.prompt_id, ok=r.ok, error=r.error, finish_reason=r.finish_reason,
+                          output_tokens=r.num_output_tokens, prompt_tokens=r.prompt_tokens,
+                          ttft_ms=None if r.ttft is None else r.ttft * 1000,
+                          e2e_ms=None if r.e2e is None else r.e2e * 1000,
+                          output_text=r.output_text, output_token_ids=list(r.output_token_ids))
             for r in window.records
         ]
-        return {"metrics": metrics, "outputs": outputs, "warmup_s": t1 - t0, "measure_s": t2 - t1}
+        return WindowResult(metrics=metrics, outputs=outputs, warmup_s=t1 - t0, measure_s=t2 - t1)
 
     async def stop(self) -> None:
         await self.backend.stop()

@@ -1,14 +1,15 @@
-"""The engine contract every backend implements (vllm, fake), and the values that cross it."""
+"""The engine contract every backend implements (vllm, fake). The values that cross it are in records.py."""
 
 from __future__ import annotations
 
 import abc
 import functools
-import itertools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ..records import DraftCounters, SamplingSettings, TokenChunk
 
 if TYPE_CHECKING:
     from ..datasets import Prompt
@@ -42,45 +43,6 @@ class EngineConfig:
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class SamplingSettings:
-    max_tokens: int
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    ignore_eos: bool = False
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class TokenChunk:
-    """Tokens that arrived together in one streamed update (speculation can deliver several)."""
-
-    token_ids: list[int]
-    text: str
-    finished: bool = False
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None  # prompt length as the engine tokenised it (first chunk)
-
-
-@dataclass
-class SpecCounters:
-    """Cumulative speculative-decoding counters (vllm:spec_decode_*). Subtract two snapshots for a delta."""
-
-    num_drafts: int = 0
-    num_draft_tokens: int = 0
-    num_accepted_tokens: int = 0
-    accepted_per_pos: list[int] = field(default_factory=list)
-
-    def __sub__(self, other: "SpecCounters") -> "SpecCounters":
-        return SpecCounters(
-            self.num_drafts - other.num_drafts,
-            self.num_draft_tokens - other.num_draft_tokens,
-            self.num_accepted_tokens - other.num_accepted_tokens,
-            [x - y for x, y in itertools.zip_longest(self.accepted_per_pos, other.accepted_per_pos, fillvalue=0)],
-        )
-
-
 class EngineStartError(RuntimeError):
     """The engine could not start (bad path, OOM, unsupported method...). Not retried."""
 
@@ -89,6 +51,12 @@ class EngineBackend(abc.ABC):
     """One engine for one EngineConfig, living inside one process (a Ray actor)."""
 
     kind: str
+
+    @classmethod
+    def process_env(cls, engine_spec: Any, cache_root: str) -> dict[str, str]:
+        """Environment variables the engine's process needs, set before it starts (the actor's runtime_env).
+        `engine_spec`: the sweep spec's `engine` section."""
+        return {}
 
     def __init__(self, config: EngineConfig):
         self.config = config
@@ -103,8 +71,8 @@ class EngineBackend(abc.ABC):
         for `random` prompts, `prompt.input_len` random token ids seeded by the prompt id."""
 
     @abc.abstractmethod
-    def spec_counters(self) -> SpecCounters:
-        """Cumulative speculative-decoding counters of this engine."""
+    def draft_counters(self) -> DraftCounters:
+        """Cumulative draft/accept counters of this engine (vllm:spec_decode_*)."""
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:

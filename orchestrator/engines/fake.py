@@ -19,7 +19,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from .base import EngineBackend, EngineStartError, SamplingSettings, SpecCounters, TokenChunk
+from ..spec.models import FakeEngineSpec
+from ..records import DraftCounters, SamplingSettings, TokenChunk
+from .base import EngineBackend, EngineStartError
 
 
 @dataclass
@@ -35,20 +37,22 @@ class FakeBackend(EngineBackend):
 
     def __init__(self, config):
         super().__init__(config)
-        knobs = config.fake
-        self.start_seconds = float(knobs.get("start_seconds", 0.0))
-        self.step_seconds = float(knobs.get("step_seconds", 0.001))
-        self.token_cost = float(knobs.get("token_cost", 0.0))
-        self.acceptance = list(knobs.get("acceptance", [0.6, 0.4, 0.25]))
-        self.seed = int(knobs.get("seed", 0))
+        # The spec's FakeEngineSpec is the one source of the knobs' defaults.
+        knobs = FakeEngineSpec(**config.fake)
+        self.start_seconds = knobs.start_seconds
+        self.step_seconds = knobs.step_seconds
+        self.token_cost = knobs.token_cost
+        self.acceptance = list(knobs.acceptance)
+        self.seed = knobs.seed
         self.max_num_seqs = int(config.engine_args.get("max_num_seqs") or 256)
         spec = config.speculative_config or {}
         self.k = int(spec.get("num_speculative_tokens", 0))
-        self.counters = SpecCounters(accepted_per_pos=[0] * self.k)
-        self._fail_start = knobs.get("fail_start")
-        self.noise = float(knobs.get("noise", 0.0))
-        self.noise_seed = int(knobs.get("noise_seed", 0))
-        self.counter_fault = knobs.get("counter_fault", "none")
+        self.counters = DraftCounters(accepted_per_pos=[0] * self.k)
+        self._fail_start = knobs.fail_start
+        self._fail_warmup = knobs.fail_warmup
+        self.noise = knobs.noise
+        self.noise_seed = knobs.noise_seed
+        self.counter_fault = knobs.counter_fault
         self.slowdown = 1.0  # this window's noise factor (begin_window draws it)
         self._windows = 0
         self._waiting: list[_Running] = []
@@ -110,6 +114,8 @@ class FakeBackend(EngineBackend):
             self._running = still
 
     async def generate(self, request_id: str, prompt, sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
+        if self._fail_warmup and prompt.id.startswith("warmup-"):
+            raise RuntimeError("simulated warm-up failure (fake: fail_warmup)")
         text = prompt.id + "\n" + "\n".join(str(m.get("content", "")) for m in prompt.messages)
         digest = hashlib.sha256(text.encode()).digest()
         # Output length depends on the prompt (or max_tokens with ignore_eos), never on the method.
@@ -124,14 +130,14 @@ class FakeBackend(EngineBackend):
             if chunk.finished:
                 return
 
-    def spec_counters(self) -> SpecCounters:
+    def draft_counters(self) -> DraftCounters:
         c = self.counters
         if self.counter_fault == "inflate":  # more accepted than drafted: AL > K + 1
-            return SpecCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens + (self.k + 1) * c.num_drafts,
+            return DraftCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens + (self.k + 1) * c.num_drafts,
                                 list(c.accepted_per_pos))
         if self.counter_fault == "nan":  # accepted tokens without drafts: AL undefined
-            return SpecCounters(0, 0, c.num_accepted_tokens + c.num_drafts, list(c.accepted_per_pos))
-        return SpecCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, list(c.accepted_per_pos))
+            return DraftCounters(0, 0, c.num_accepted_tokens + c.num_drafts, list(c.accepted_per_pos))
+        return DraftCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, list(c.accepted_per_pos))
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "fake", "attention_backend": "none", "note": "simulated engine; not a measurement"}

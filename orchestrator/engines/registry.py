@@ -9,8 +9,12 @@ from .vllm_backend import VllmBackend
 BACKENDS: dict[str, type[EngineBackend]] = {"vllm": VllmBackend, "fake": FakeBackend}
 
 
-def make_backend(config: EngineConfig) -> EngineBackend:
+def backend_class(name: str) -> type[EngineBackend]:
     try:
-        return BACKENDS[config.backend](config)
+        return BACKENDS[name]
     except KeyError:
-        raise ValueError(f"unknown engine backend {config.backend!r}; known: {', '.join(sorted(BACKENDS))}") from None
+        raise ValueError(f"unknown engine backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from None
+
+
+def make_backend(config: EngineConfig) -> EngineBackend:
+    return backend_class(config.backend)(config)

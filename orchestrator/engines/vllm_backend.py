@@ -13,7 +13,8 @@ import platform
 import random
 from typing import Any, AsyncIterator
 
-from .base import EngineBackend, EngineStartError, SamplingSettings, SpecCounters, TokenChunk
+from ..records import DraftCounters, SamplingSettings, TokenChunk
+from .base import EngineBackend, EngineStartError
 
 SPEC_METRICS = {
     "vllm:spec_decode_num_drafts": "num_drafts",
@@ -41,6 +42,10 @@ def vllm_env(cpu_kvcache_space_gb: float, cache_root: str) -> dict[str, str]:
 
 class VllmBackend(EngineBackend):
     kind = "vllm"
+
+    @classmethod
+    def process_env(cls, engine_spec, cache_root: str) -> dict[str, str]:
+        return vllm_env(engine_spec.cpu_kvcache_space_gb, cache_root)
 
     def __init__(self, config):
         super().__init__(config)
@@ -112,10 +117,10 @@ class VllmBackend(EngineBackend):
             yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason,
                              prompt_tokens=n_prompt)
 
-    def spec_counters(self) -> SpecCounters:
+    def draft_counters(self) -> DraftCounters:
         from vllm.v1.metrics.reader import Counter, Vector, get_metrics_snapshot
 
-        c = SpecCounters()
+        c = DraftCounters()
         for m in get_metrics_snapshot():
             if isinstance(m, Counter) and m.name in SPEC_METRICS:
                 attr = SPEC_METRICS[m.name]

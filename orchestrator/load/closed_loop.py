@@ -9,9 +9,13 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..datasets import Prompt
-from ..engines.base import EngineBackend, SamplingSettings
+from ..records import SamplingSettings
+
+if TYPE_CHECKING:
+    from ..engines.base import EngineBackend
 
 # Warm-up prompts are distinct from every dataset prompt so that warm-up never seeds a prefix cache
 # with measured prompts.
@@ -66,7 +70,9 @@ class RequestRecord:
 
 
 @dataclass
-class WindowResult:
+class LoadWindow:
+    """The requests of one window as the load generator saw them (metrics.summarize_window reads it)."""
+
     records: list[RequestRecord]
     start: float
     end: float
@@ -76,7 +82,7 @@ class WindowResult:
         return self.end - self.start
 
 
-async def _one_request(engine: EngineBackend, request_id: str, prompt: Prompt, sampling: SamplingSettings,
+async def _one_request(engine: "EngineBackend", request_id: str, prompt: Prompt, sampling: SamplingSettings,
                        timeout_s: float) -> RequestRecord:
     rec = RequestRecord(prompt_id=prompt.id, start=time.perf_counter())
 
@@ -103,8 +109,8 @@ async def _one_request(engine: EngineBackend, request_id: str, prompt: Prompt, s
     return rec
 
 
-async def run_closed_loop(engine: EngineBackend, prompts: list[Prompt], sampling: SamplingSettings, concurrency: int,
-                          *, tag: str = "m", timeout_s: float = 600.0) -> WindowResult:
+async def run_closed_loop(engine: "EngineBackend", prompts: list[Prompt], sampling: SamplingSettings, concurrency: int,
+                          *, tag: str = "m", timeout_s: float = 600.0) -> LoadWindow:
     """Send every prompt once with at most `concurrency` requests in flight; return per-request records."""
     queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
     for i, p in enumerate(prompts):
@@ -122,10 +128,10 @@ async def run_closed_loop(engine: EngineBackend, prompts: list[Prompt], sampling
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
     end = time.perf_counter()
-    return WindowResult(records=[r for r in records if r is not None], start=start, end=end)
+    return LoadWindow(records=[r for r in records if r is not None], start=start, end=end)
 
 
-async def run_warmup(engine: EngineBackend, n: int, sampling: SamplingSettings, concurrency: int, tag: str = "w") -> int:
+async def run_warmup(engine: "EngineBackend", n: int, sampling: SamplingSettings, concurrency: int, tag: str = "w") -> int:
     """Send `n` warm-up requests (distinct prompts, results discarded). Returns how many failed."""
     if n <= 0:
         return 0

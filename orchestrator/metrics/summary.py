@@ -21,17 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..engines.base import SpecCounters
-
-# Numeric columns shared by the measurement table (one row per repeat) and the trial summary
-# (median over repeats). Kept here so the store and the summaries cannot drift apart.
-METRIC_COLUMNS = [
-    "output_tok_s", "req_s",
-    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
-    "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
-    "acceptance_length", "acceptance_rate",
-]
-
+from ..records import METRIC_COLUMNS, DraftCounters, TrialSummary, WindowMetrics
 
 def percentile(values: Iterable[float], q: float) -> float | None:
     """Linear-interpolated percentile (numpy's default), None for no values."""
@@ -41,7 +31,7 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(vals, dtype=float), q))
 
 
-def acceptance_metrics(delta: SpecCounters) -> dict[str, Any]:
+def acceptance_metrics(delta: DraftCounters) -> dict[str, Any]:
     """AL, acceptance rate and per-position rates from a counter delta (None when nothing was drafted)."""
     if delta.num_drafts <= 0:
         # accepted tokens without a draft: the counters are inconsistent, AL is undefined (flagged)
@@ -59,8 +49,9 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else x * 1000.0
 
 
-def summarize_window(records: list, duration_s: float, delta: SpecCounters) -> dict[str, Any]:
-    """Metrics of one measurement window from per-request records (load.RequestRecord)."""
+def summarize_window(records: list, duration_s: float, delta: DraftCounters, **context: Any) -> WindowMetrics:
+    """Metrics of one measurement window from per-request records (load.RequestRecord); `context`: the
+    WindowMetrics fields about how the window was taken (started_at, client_cpu_frac, memory...)."""
     ok = [r for r in records if r.ok]
     out_tokens = sum(r.num_output_tokens for r in ok)
     itls = [g for r in ok for g in r.itls]
@@ -84,16 +75,17 @@ def summarize_window(records: list, duration_s: float, delta: SpecCounters) -> d
         "num_accepted_tokens": delta.num_accepted_tokens,
     }
     m.update(acceptance_metrics(delta))
-    return m
+    return WindowMetrics(**m, **context)
 
 
-def median_over_repeats(windows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median of every METRIC_COLUMN over repeat windows (None values ignored)."""
+def median_over_repeats(windows: list[WindowMetrics], **extra: Any) -> TrialSummary:
+    """Median of every METRIC_COLUMN over repeat windows (None and NaN values ignored); `extra`: the other
+    TrialSummary fields (cv, flags)."""
     out: dict[str, Any] = {}
     for col in METRIC_COLUMNS:
-        vals = [w[col] for w in windows if w.get(col) is not None and not (isinstance(w[col], float) and math.isnan(w[col]))]
+        vals = [v for v in (w.metric(col) for w in windows) if v is not None and not (isinstance(v, float) and math.isnan(v))]
         out[col] = statistics.median(vals) if vals else None
-    per_pos = [w["acceptance_per_pos"] for w in windows if w.get("acceptance_per_pos")]
+    per_pos = [w.acceptance_per_pos for w in windows if w.acceptance_per_pos]
     if per_pos:
         n = max(len(p) for p in per_pos)
         out["acceptance_per_pos"] = [
@@ -101,6 +93,4 @@ def median_over_repeats(windows: list[dict[str, Any]]) -> dict[str, Any]:
         ]
     else:
         out["acceptance_per_pos"] = []
-    out["repeats"] = len(windows)
-    out["failed_requests"] = sum(w.get("failed_requests", 0) for w in windows)
-    return out
+    return TrialSummary(**out, repeats=len(windows), failed_requests=sum(w.failed_requests for w in windows), **extra)

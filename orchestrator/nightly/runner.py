@@ -9,8 +9,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from ..controller.events import Listener, NightlySweepStarted, ignore
 from ..spec import load_spec
 from ..store import Store
 from ..validity import fingerprint_diff
@@ -35,8 +35,7 @@ class NightlyOutcome:
 
 
 def run_nightly(suite: SuiteSpec, sweep_files: list[Path], store: Store, *, ray_address: str | None = None,
-                report_dir: Path | None = None, break_lock: bool = False,
-                report: Callable[[str, dict], None] = lambda e, d: None) -> NightlyOutcome:
+                report_dir: Path | None = None, break_lock: bool = False, emit: Listener = ignore) -> NightlyOutcome:
     from ..controller.runner import run_sweep
 
     holder = f"{socket.gethostname()}:{os.getpid()}"
@@ -52,7 +51,7 @@ def run_nightly(suite: SuiteSpec, sweep_files: list[Path], store: Store, *, ray_
         for f in sweep_files:
             loaded = load_spec(f)
             name = f"{loaded.spec.name}@{night}-{run_id}"
-            report("sweep", {"spec": str(f), "sweep": name})
+            emit(NightlySweepStarted(spec=str(f), sweep=name))
             out = run_sweep(loaded, store, ray_address=ray_address, new_name=name)
             outcome.sweeps.append(name)
             outcome.failed_trials += out.failed

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..records import METRIC_COLUMNS
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -39,6 +41,7 @@ class FakeEngineSpec(_Strict):
     )
     seed: int = 0
     fail_start: str | None = Field(None, description="simulate an engine that fails to start with this error")
+    fail_warmup: bool = Field(False, description="simulate warm-up requests that fail (measured requests succeed)")
     noise: float = Field(0.0, ge=0, description="per-window slowdown: step time x exp(N(0, noise)), drawn per "
                          "measurement window (tests of the repeat statistics)")
     noise_seed: int = Field(0, description="seed of the per-window noise draws (apart from `seed`)")
@@ -157,8 +160,7 @@ class MeasurementSpec(_Strict):
                                       "between a trial and its baseline (e.g. hostname on a homogeneous cluster)")
 
 
-METRICS = ("output_tok_s", "req_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50",
-           "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "acceptance_length", "acceptance_rate")
+METRICS = METRIC_COLUMNS  # objectives and constraints name the stored metric columns
 
 
 class ObjectiveSpec(_Strict):

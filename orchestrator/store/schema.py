@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table, Text,
                         UniqueConstraint)
 
-from ..metrics import METRIC_COLUMNS
+from ..records import METRIC_COLUMNS
 
 metadata = MetaData()
 
@@ -119,6 +119,8 @@ sweep_measurements = Table(
     Column("memory_mb", Float),  # engine memory after the window (see sweep_trials.memory_kind)
     Column("started_at", DateTime(timezone=True)),  # window start (rotated order: repeat r of all before r+1)
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("warmup_failed_requests", Integer),  # discarded warm-up requests before this window that failed
+    Column("discarded_window", Boolean),  # a whole window was run and discarded first (engine just started)
     UniqueConstraint("trial_id", "repeat", name="uq_sweep_measurements_repeat"),
 )
 

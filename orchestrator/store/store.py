@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreError
-from ..metrics import METRIC_COLUMNS
+from ..records import METRIC_COLUMNS, CompletedTrial
 from .schema import (nightly_locks, nightly_runs, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
                      sweep_trial_comparisons, sweep_trial_metrics, sweep_trials, sweeps)
 
@@ -161,32 +161,33 @@ class Store:
                 state="PENDING", error=None, started_at=None, finished_at=None,
                 attempt=sweep_trials.c.attempt + 1))
 
-    def complete_trial(self, trial_id: int, windows: list[dict], summary: dict, timings: dict,
-                       request_outputs: list[list[dict]], feasible: bool | None = None,
-                       trial_values: dict | None = None) -> None:
+    def complete_trial(self, trial_id: int, trial: CompletedTrial) -> None:
         """Write a trial's measurements, summary and request outputs, and mark it COMPLETE — in one
-        transaction, so a crash leaves either all of it or none of it. `trial_values`: further sweep_trials
-        columns (flags, memory)."""
+        transaction, so a crash leaves either all of it or none of it."""
         with self.engine.begin() as conn:
-            for repeat, (w, outs) in enumerate(zip(windows, request_outputs)):
+            for repeat, w in enumerate(trial.windows):
+                m = w.metrics
                 res = conn.execute(insert(sweep_measurements).values(
-                    trial_id=trial_id, repeat=repeat, window_s=w["window_s"], num_requests=w["num_requests"],
-                    failed_requests=w["failed_requests"], output_tokens=w["output_tokens"],
-                    num_drafts=w["num_drafts"], num_draft_tokens=w["num_draft_tokens"],
-                    num_accepted_tokens=w["num_accepted_tokens"], acceptance_per_pos=w["acceptance_per_pos"],
-                    environment_id=w.get("environment_id"), client_cpu_frac=w.get("client_cpu_frac"),
-                    prefix_cache_hit_rate=w.get("prefix_cache_hit_rate"), memory_mb=w.get("memory_mb"),
-                    started_at=w.get("started_at"),
-                    created_at=now(), **{c: _finite(w[c]) for c in METRIC_COLUMNS}))
+                    trial_id=trial_id, repeat=repeat, window_s=m.window_s, num_requests=m.num_requests,
+                    failed_requests=m.failed_requests, output_tokens=m.output_tokens,
+                    num_drafts=m.num_drafts, num_draft_tokens=m.num_draft_tokens,
+                    num_accepted_tokens=m.num_accepted_tokens, acceptance_per_pos=m.acceptance_per_pos,
+                    environment_id=w.environment_id, client_cpu_frac=m.client_cpu_frac,
+                    prefix_cache_hit_rate=m.prefix_cache_hit_rate, memory_mb=m.memory_mb, started_at=m.started_at,
+                    warmup_failed_requests=m.warmup_failed_requests, discarded_window=m.discarded_window,
+                    created_at=now(), **{c: _finite(m.metric(c)) for c in METRIC_COLUMNS}))
                 mid = int(res.inserted_primary_key[0])
-                if outs:
-                    conn.execute(insert(sweep_request_outputs), [dict(o, measurement_id=mid) for o in outs])
+                if w.outputs:
+                    conn.execute(insert(sweep_request_outputs), [dict(o.row(), measurement_id=mid) for o in w.outputs])
+            s = trial.summary
             conn.execute(insert(sweep_trial_metrics).values(
-                trial_id=trial_id, acceptance_per_pos=summary["acceptance_per_pos"], repeats=summary["repeats"],
-                failed_requests=summary["failed_requests"], output_tok_s_cv=summary.get("output_tok_s_cv"),
-                trial_flags=summary.get("trial_flags"), **{c: _finite(summary[c]) for c in METRIC_COLUMNS}))
+                trial_id=trial_id, acceptance_per_pos=s.acceptance_per_pos, repeats=s.repeats,
+                failed_requests=s.failed_requests, output_tok_s_cv=s.output_tok_s_cv, trial_flags=s.trial_flags,
+                **{c: _finite(s.metric(c)) for c in METRIC_COLUMNS}))
             conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
-                state="COMPLETE", finished_at=now(), error=None, feasible=feasible, **timings, **(trial_values or {})))
+                state="COMPLETE", finished_at=now(), error=None, feasible=trial.feasible, warmup_s=trial.warmup_s,
+                measure_s=trial.measure_s, flags=trial.flags, memory_kind=trial.memory_kind,
+                engine_memory_mb=trial.engine_memory_mb, kv_cache_tokens=trial.kv_cache_tokens))
 
     # ---- paired baselines -------------------------------------------------------------------------
     def link_baseline(self, trial_id: int, baseline_trial_id: int) -> None:
@@ -223,13 +224,16 @@ class Store:
         out.update(row["details"] or {})
         return out
 
-    def all_request_outputs(self, trial_id: int) -> list[dict]:
-        """Every request output of a trial, each with its measurement's `repeat`."""
+    def request_outputs(self, trial_id: int, repeat: int | None = 0) -> list[dict]:
+        """A trial's request outputs of one window (`repeat`), or of every window (None), each with its
+        measurement's `repeat`."""
         with self.engine.connect() as conn:
             q = (select(sweep_request_outputs, sweep_measurements.c.repeat)
                  .join(sweep_measurements, sweep_measurements.c.id == sweep_request_outputs.c.measurement_id)
                  .where(sweep_measurements.c.trial_id == trial_id)
                  .order_by(sweep_measurements.c.repeat, sweep_request_outputs.c.prompt_id))
+            if repeat is not None:
+                q = q.where(sweep_measurements.c.repeat == repeat)
             return [dict(r) for r in conn.execute(q).mappings()]
 
     def paired_trials(self, baseline_trial_id: int) -> list[dict]:
@@ -336,14 +340,6 @@ class Store:
         with self.engine.connect() as conn:
             return dict(conn.execute(text("SELECT * FROM trial_results WHERE trial_id = :t"),
                                      {"t": trial_id}).mappings().one())
-
-    def request_outputs(self, trial_id: int, repeat: int = 0) -> list[dict]:
-        with self.engine.connect() as conn:
-            q = (select(sweep_request_outputs).join(sweep_measurements,
-                                                    sweep_measurements.c.id == sweep_request_outputs.c.measurement_id)
-                 .where(sweep_measurements.c.trial_id == trial_id, sweep_measurements.c.repeat == repeat)
-                 .order_by(sweep_request_outputs.c.prompt_id))
-            return [dict(r) for r in conn.execute(q).mappings()]
 
     def measurements(self, trial_id: int) -> list[dict]:
         with self.engine.connect() as conn:

@@ -20,8 +20,8 @@ ENVIRONMENT_FIELDS = (
 # Compared only between rows of the same method (a drafter run and its no-speculation baseline differ here
 # by design): drafter identity, speculative config, CUDA-graph sizes (vLLM adjusts them for drafts).
 METHOD_FIELDS = ("drafter_identity", "speculative_config", "cudagraph_capture_sizes")
-# Recorded, never compared: where and by which spec/commit the row was produced.
-RECORDED_FIELDS = ("hostname", "platform", "python_version", "specsweep_version", "specsweep_commit", "spec_hash")
+# Every other field (hostname, platform, python_version, specsweep_version, specsweep_commit, spec_hash) is
+# recorded, never compared: where and by which spec/commit the row was produced.
 
 
 class FingerprintMismatch(ValueError):

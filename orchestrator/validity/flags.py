@@ -9,6 +9,7 @@ Trial flags (from the trial's own windows):
   empty_output         a successful request produced no token
   truncated_output     a request ended without stop or length (aborted), or short of max_tokens with ignore_eos
   failed_requests      at least one request failed
+  warmup_failed        a warm-up request before a window failed (the engine may not have been warm)
   prefix_cache_hits    prefix-cache hits while prefix caching was meant to be off
   client_saturated     the load generator's process used > 90 % of a core: the client may have capped throughput
   noisy                throughput's coefficient of variation over repeats above measurement.noisy_cv
@@ -24,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..records import RequestOutput, WindowMetrics
+
 CLIENT_CPU_LIMIT = 0.9
 
 
@@ -31,13 +34,13 @@ def _bad(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def trial_flags(*, k: int | None, windows: list[dict], outputs: list[list[dict]], max_tokens: int, ignore_eos: bool,
-                prefix_caching: bool, cv: float | None, noisy_cv: float) -> list[str]:
+def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[list[RequestOutput]], max_tokens: int,
+                ignore_eos: bool, prefix_caching: bool, cv: float | None, noisy_cv: float) -> list[str]:
     flags: list[str] = []
     k = k or 0
     if k >= 1:
-        als = [w.get("acceptance_length") for w in windows]
-        moved = any((w.get("num_accepted_tokens") or 0) > 0 or (w.get("num_drafts") or 0) > 0 for w in windows)
+        als = [w.acceptance_length for w in windows]
+        moved = any(w.num_accepted_tokens > 0 or w.num_drafts > 0 for w in windows)
         if any(isinstance(a, float) and math.isnan(a) for a in als) or any(
                 a is not None and a > k + 1 + 1e-9 for a in als):
             flags.append("impossible_al")
@@ -47,16 +50,18 @@ def trial_flags(*, k: int | None, windows: list[dict], outputs: list[list[dict]]
         if k >= 2 and good and sorted(good)[len(good) // 2] < 1.05:
             flags.append("acceptance_collapse")
     reqs = [o for window in outputs for o in window]
-    if any(o.get("ok") and (o.get("output_tokens") or 0) == 0 for o in reqs):
+    if any(o.ok and o.output_tokens == 0 for o in reqs):
         flags.append("empty_output")
-    if any(o.get("ok") and (o.get("finish_reason") not in ("stop", "length")
-                            or (ignore_eos and (o.get("output_tokens") or 0) < max_tokens)) for o in reqs):
+    if any(o.ok and (o.finish_reason not in ("stop", "length") or (ignore_eos and o.output_tokens < max_tokens))
+           for o in reqs):
         flags.append("truncated_output")
-    if any((w.get("failed_requests") or 0) > 0 for w in windows):
+    if any(w.failed_requests > 0 for w in windows):
         flags.append("failed_requests")
-    if not prefix_caching and any((w.get("prefix_cache_hit_rate") or 0) > 0 for w in windows):
+    if any(w.warmup_failed_requests > 0 for w in windows):
+        flags.append("warmup_failed")
+    if not prefix_caching and any((w.prefix_cache_hit_rate or 0) > 0 for w in windows):
         flags.append("prefix_cache_hits")
-    if any((w.get("client_cpu_frac") or 0) > CLIENT_CPU_LIMIT for w in windows):
+    if any((w.client_cpu_frac or 0) > CLIENT_CPU_LIMIT for w in windows):
         flags.append("client_saturated")
     if cv is not None and cv > noisy_cv:
         flags.append("noisy")

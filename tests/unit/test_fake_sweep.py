@@ -104,3 +104,18 @@ def test_datasets_are_load_points(ray_session, write_spec, sqlite_url):
         outs = st.request_outputs(r["trial_id"])
         assert len(outs) == 3 and all(o["output_tokens"] == 12 for o in outs)  # ignore_eos: fixed length
         assert all(o["prompt_id"].startswith(r["dataset"]) for o in outs)
+
+
+def test_failed_warmup_is_stored_and_flagged(ray_session, write_spec, sqlite_url):
+    text = FAKE.replace("fake: {step_seconds: 0.001,", "fake: {fail_warmup: true, step_seconds: 0.001,").replace(
+        "warmup_requests: 1", "warmup_requests: 2").replace("ngram: {num_speculative_tokens: [2, 4]}", "").replace(
+        "concurrency: [1, 3]", "concurrency: [1]")
+    st = Store(sqlite_url)
+    out = run_sweep(load_spec(write_spec(text)), st)
+    assert out.completed == 1 and out.failed == 0  # the measured requests succeeded
+    (row,) = st.trial_results("fake-sweep")
+    assert [m["warmup_failed_requests"] for m in st.measurements(row["trial_id"])] == [2, 2]
+    assert "warmup_failed" in row["flags"].split(",")
+    clean = run_sweep(load_spec(write_spec(FAKE.replace("fake-sweep", "clean"))), st)
+    assert all(m["warmup_failed_requests"] == 0 for r in st.trials(clean.sweep_id) for m in st.measurements(r["id"]))
+    assert not any("warmup_failed" in (r["flags"] or "") for r in st.trial_results("clean"))

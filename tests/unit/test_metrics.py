@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import pytest
 
-from orchestrator.engines.base import SpecCounters
+from orchestrator.records import DraftCounters as SpecCounters, WindowMetrics
 from orchestrator.load import RequestRecord
 from orchestrator.metrics import acceptance_metrics, median_over_repeats, percentile, summarize_window
 
@@ -56,7 +57,7 @@ def test_summarize_window_hand_computed():
     a = rec(0.0, [0.2, 0.4, 0.6], [1, 1, 1])           # 3 tokens, ttft .2, e2e .6, tpot .2
     b = rec(0.1, [0.5, 0.7, 1.1, 1.3], [1, 2, 1, 1])   # 5 tokens, ttft .4, e2e 1.2, tpot .2
     c = rec(0.2, [], [], end=None, error="boom")        # failed
-    m = summarize_window([a, b, c], duration_s=2.0, delta=SpecCounters(4, 8, 2, [2, 0]))
+    m = asdict(summarize_window([a, b, c], duration_s=2.0, delta=SpecCounters(4, 8, 2, [2, 0])))
     assert m["num_requests"] == 3 and m["failed_requests"] == 1
     assert m["output_tokens"] == 8
     assert m["output_tok_s"] == pytest.approx(4.0)
@@ -73,9 +74,9 @@ def test_summarize_window_hand_computed():
 def test_median_over_repeats():
     base = {c: None for c in ("req_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50",
                               "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "acceptance_rate")}
-    ws = [dict(base, output_tok_s=v, acceptance_length=al, acceptance_per_pos=pp, failed_requests=f)
+    ws = [WindowMetrics(**dict(base, output_tok_s=v, acceptance_length=al, acceptance_per_pos=pp, failed_requests=f))
           for v, al, pp, f in [(10, 2.0, [0.5, 0.2], 0), (30, 1.5, [0.3, 0.1], 1), (20, 1.0, [0.4], 0)]]
-    s = median_over_repeats(ws)
+    s = asdict(median_over_repeats(ws))
     assert s["output_tok_s"] == 20 and s["acceptance_length"] == 1.5
     assert s["acceptance_per_pos"] == pytest.approx([0.4, 0.15])
     assert s["repeats"] == 3 and s["failed_requests"] == 1 and s["req_s"] is None

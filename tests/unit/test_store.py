@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import sqlalchemy as sa
 
 from orchestrator.errors import StoreError
-from orchestrator.metrics import METRIC_COLUMNS
+from orchestrator.records import (METRIC_COLUMNS, CompletedTrial, RequestOutput, TrialSummary, WindowMetrics,
+                                  WindowResult)
 from orchestrator.store import Store, display_url, normalize_url
 
 
@@ -18,11 +21,15 @@ def _trial_row(label="ngram", k=3, conc=1):
             "engine_config_hash": "abc", "model": "m", "model_path": "/m", "drafter": None}
 
 
-def _window(v):
+def _window(v, outputs=()):
     w = {c: v for c in METRIC_COLUMNS}
     w.update(window_s=1.0, num_requests=4, failed_requests=0, output_tokens=100, num_drafts=10,
              num_draft_tokens=30, num_accepted_tokens=12, acceptance_per_pos=[0.6, 0.4, 0.2])
-    return w
+    return WindowResult(metrics=WindowMetrics(**w), outputs=list(outputs))
+
+
+def _completed(windows, summary, **timings):
+    return CompletedTrial(windows=windows, summary=TrialSummary(**summary), **timings)
 
 
 def test_round_trip(store_url):
@@ -34,9 +41,9 @@ def test_round_trip(store_url):
     assert st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}}) == env
     st.mark_running(ids[0], env, 12.5)
     summary = dict({c: 7.0 for c in METRIC_COLUMNS}, acceptance_per_pos=[0.6], repeats=2, failed_requests=0)
-    outs = [[{"prompt_id": "p1", "ok": True, "error": None, "finish_reason": "stop", "output_tokens": 3,
-              "ttft_ms": 1.0, "e2e_ms": 2.0, "output_text": "héllo", "output_token_ids": [1, 2, 3]}], []]
-    st.complete_trial(ids[0], [_window(5.0), _window(9.0)], summary, {"warmup_s": 1.0, "measure_s": 2.0}, outs)
+    out = RequestOutput(prompt_id="p1", ok=True, error=None, finish_reason="stop", output_tokens=3, ttft_ms=1.0,
+                        e2e_ms=2.0, output_text="héllo", output_token_ids=[1, 2, 3])
+    st.complete_trial(ids[0], _completed([_window(5.0, [out]), _window(9.0)], summary, warmup_s=1.0, measure_s=2.0))
     st.fail_trials([ids[1]], "engine failed to start: boom")
 
     rows = st.trial_results("s1")
@@ -65,10 +72,11 @@ def test_complete_trial_is_atomic(store_url):
     sid = st.create_sweep("s2", "h" * 64, {}, "x")
     (tid,) = st.add_trials(sid, [_trial_row()])
     bad = _window(1.0)
-    del bad["output_tokens"]  # a broken window makes the write fail half-way
+    # a broken window makes the write fail half-way: a value no database can store
+    bad = WindowResult(metrics=dataclasses.replace(bad.metrics, output_tokens=object()), outputs=[])
     summary = dict({c: 1.0 for c in METRIC_COLUMNS}, acceptance_per_pos=[], repeats=2, failed_requests=0)
-    with pytest.raises(KeyError):
-        st.complete_trial(tid, [_window(1.0), bad], summary, {}, [[], []])
+    with pytest.raises(sa.exc.SQLAlchemyError):
+        st.complete_trial(tid, _completed([_window(1.0), bad], summary))
     assert st.measurements(tid) == []  # the first repeat's insert was rolled back
     assert st.trials(sid)[0]["state"] == "PENDING"
 

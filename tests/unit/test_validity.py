@@ -14,6 +14,7 @@ from orchestrator.cli import app
 from orchestrator.controller.runner import run_sweep
 from orchestrator.spec import load_spec
 from orchestrator.store import Store
+from orchestrator.records import RequestOutput, WindowMetrics
 from orchestrator.validity import (FingerprintMismatch, coefficient_of_variation, fingerprint_diff, first_token_test,
                                    greedy_match, pairing_flags, speedup_interval, trial_flags)
 
@@ -86,12 +87,16 @@ def test_fingerprint_diff_lists_fields_and_honours_allow():
 
 # ---- flags ----------------------------------------------------------------------------------------------------
 def _w(**kw):
-    return dict({"acceptance_length": 2.0, "num_drafts": 10, "num_accepted_tokens": 10, "failed_requests": 0,
-                 "output_tok_s": 100.0}, **kw)
+    return WindowMetrics(**dict({"acceptance_length": 2.0, "num_drafts": 10, "num_accepted_tokens": 10,
+                                 "failed_requests": 0, "output_tok_s": 100.0}, **kw))
+
+
+def _outs(*windows):
+    return [[RequestOutput(prompt_id=f"p{i}", **o) for i, o in enumerate(w)] for w in windows]
 
 
 def test_trial_flags():
-    ok_out = [[{"ok": True, "output_tokens": 8, "finish_reason": "length"}]]
+    ok_out = _outs([{"ok": True, "output_tokens": 8, "finish_reason": "length"}])
     kw = dict(outputs=ok_out, max_tokens=8, ignore_eos=False, prefix_caching=False, cv=0.01, noisy_cv=0.1)
     assert trial_flags(k=3, windows=[_w()], **kw) == []
     assert trial_flags(k=3, windows=[_w(acceptance_length=1.01)], **kw) == ["acceptance_collapse"]
@@ -102,10 +107,10 @@ def test_trial_flags():
     assert trial_flags(k=None, windows=[_w(acceptance_length=None, failed_requests=1, prefix_cache_hit_rate=0.3,
                                            client_cpu_frac=0.97)], **dict(kw, cv=0.2)) == [
         "failed_requests", "prefix_cache_hits", "client_saturated", "noisy"]
-    bad_out = [[{"ok": True, "output_tokens": 0, "finish_reason": "stop"},
-                {"ok": True, "output_tokens": 3, "finish_reason": "abort"}]]
+    bad_out = _outs([{"ok": True, "output_tokens": 0, "finish_reason": "stop"},
+                     {"ok": True, "output_tokens": 3, "finish_reason": "abort"}])
     assert trial_flags(k=None, windows=[_w()], **dict(kw, outputs=bad_out)) == ["empty_output", "truncated_output"]
-    short = [[{"ok": True, "output_tokens": 5, "finish_reason": "length"}]]
+    short = _outs([{"ok": True, "output_tokens": 5, "finish_reason": "length"}])
     assert trial_flags(k=None, windows=[_w()], **dict(kw, outputs=short, ignore_eos=True)) == ["truncated_output"]
 
 

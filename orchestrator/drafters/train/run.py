@@ -18,7 +18,7 @@ from typing import Callable
 
 from ...paths import cache_dir
 
-METHODS = ("eagle3", "dflash")
+from ..trained import METHODS, record_trained
 # Training steps (batches of 8) when --steps is not given, chosen so that `make demo-drafters` fits its
 # first-run budget on 2 cores (EAGLE-3 data + training <= 15 min; DFlash reuses the data: training only).
 DEFAULT_STEPS = {"eagle3": 400, "dflash": 250}
@@ -116,9 +116,20 @@ def _check_disk(folder: Path, need_bytes: int) -> None:
                          f"(set SPECSWEEP_CACHE to a larger disk)")
 
 
+def target_name(s: TrainSettings) -> str:
+    return Path(s.target).name if os.sep in s.target else s.target
+
+
 def drafter_folder(s: TrainSettings) -> Path:
-    name = Path(s.target).name if os.sep in s.target else s.target
-    return cache_dir() / "drafters" / f"{s.method}-{name}-{s.key()}"
+    return cache_dir() / "drafters" / f"{s.method}-{target_name(s)}-{s.key()}"
+
+
+def _index_if_default(s: TrainSettings, folder: Path) -> None:
+    """A drafter of default settings is what `trained:<method>` means (drafters/trained.py)."""
+    from dataclasses import replace
+
+    if replace(s, max_minutes=None) == TrainSettings(method=s.method):
+        record_trained(s.method, folder)
 
 
 def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = False) -> tuple[Path, dict]:
@@ -128,9 +139,10 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     model_path, target_cfg = _target(s.target)
     out = drafter_folder(s)
     if (out / "manifest.json").is_file() and not force:
+        _index_if_default(s, out)
         return out, json.loads((out / "manifest.json").read_text())
     work = cache_dir() / "drafters" / "work" / out.name  # training checkpoints of this drafter
-    data_dir = cache_dir() / "drafters" / "data" / f"{out.name.split('-', 1)[1].rsplit('-', 1)[0]}-{s.data_key()}"
+    data_dir = cache_dir() / "drafters" / "data" / f"{target_name(s)}-{s.data_key()}"
     data_dir.mkdir(parents=True, exist_ok=True)
     hidden = target_cfg["hidden_size"]
     n_layers = len(_feature_layers(target_cfg))
@@ -203,6 +215,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         "torch_version": torch.__version__,
     }
     _write_with_manifest(s.method, out, cfg, weights, manifest)
+    _index_if_default(s, out)
     return out, manifest
 
 

@@ -1,0 +1,122 @@
+"""What a running sweep tells its caller, as objects. `orchestrator.render` turns them into console lines;
+tests and other callers can collect them. Every event the controller emits is defined here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..records import TrialSummary
+
+
+@dataclass(frozen=True)
+class TrialRef:
+    """Which trial an event is about, in the words a user reads."""
+
+    trial_id: int
+    label: str
+    k: int | None
+    concurrency: int
+    dataset: str
+
+
+@dataclass(frozen=True)
+class Note:
+    message: str
+
+
+@dataclass(frozen=True)
+class SweepWarning:
+    message: str
+
+
+@dataclass(frozen=True)
+class SweepPlanned:
+    sweep: str
+    sweep_id: int
+    sampler: str
+    todo: int  # trials this run will measure
+    skipped: int  # trials done before (resume)
+    engines: int | None  # engine configurations (known up front for grids)
+    store: str  # the store's URL, credentials masked
+
+
+@dataclass(frozen=True)
+class RayConnected:
+    description: str
+
+
+@dataclass(frozen=True)
+class PoolSized:
+    max_engines: int
+
+
+@dataclass(frozen=True)
+class EngineStarting:
+    label: str
+    config_hash: str
+
+
+@dataclass(frozen=True)
+class EngineReady:
+    label: str
+    start_s: float
+
+
+@dataclass(frozen=True)
+class EngineFailed:
+    label: str
+    error: str
+
+
+@dataclass(frozen=True)
+class EngineRetired:
+    label: str
+    served: int
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    trial: TrialRef
+    window: int  # 1-based window number of this dispatch
+
+
+@dataclass(frozen=True)
+class WindowDone:
+    """Rotated repeats: one window of a trial is measured; the next comes in the next round."""
+
+    trial: TrialRef
+    windows: int
+
+
+@dataclass(frozen=True)
+class TrialDone:
+    trial: TrialRef
+    summary: TrialSummary
+    flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrialFailed:
+    trial: TrialRef
+    error: str
+
+
+@dataclass(frozen=True)
+class SweepInterrupted:
+    why: str
+
+
+@dataclass(frozen=True)
+class NightlySweepStarted:
+    spec: str
+    sweep: str
+
+
+Event = (Note | SweepWarning | SweepPlanned | RayConnected | PoolSized | EngineStarting | EngineReady | EngineFailed
+         | EngineRetired | TrialStarted | WindowDone | TrialDone | TrialFailed | SweepInterrupted | NightlySweepStarted)
+Listener = Callable[[Event], None]
+
+
+def ignore(event: Event) -> None:
+    """The default listener."""

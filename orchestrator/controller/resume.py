@@ -1,0 +1,89 @@
+"""Reconciling a sweep's plan with the rows already stored (resume): which points run now, which were done
+before, which rows are re-queued, which paired baselines exist. Nothing here talks to Ray or Optuna."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..store import Store
+from .plan import SearchSpace, point_key
+from .pool import TrialRun
+
+
+def fail_interrupted(store: Store, sweep_id: int) -> None:
+    """Rows a killed controller left RUNNING: that attempt was interrupted."""
+    running = [r["id"] for r in store.trials(sweep_id) if r["state"] == "RUNNING"]
+    store.fail_trials(running, "interrupted (controller stopped)")
+
+
+@dataclass
+class GridWork:
+    runs: list[TrialRun]  # every point to run now, each planned once
+    skipped: int  # points done before
+
+
+def reconcile_grid(store: Store, sweep_id: int, space: SearchSpace, n_trials: int | None, paired_baseline: bool,
+                   retry_failed: bool) -> GridWork:
+    """Rows for every grid point (and the paired baselines it lacks), PENDING ones and failed ones (with
+    `retry_failed`) queued again, and each speculative point linked to its baseline."""
+    rows = store.trials(sweep_id)
+    by_key = {r["point_key"]: r for r in rows}
+    points = space.grid()
+    if n_trials:
+        points = points[:n_trials]
+    pairs, baselines = space.grid_baselines(points, paired_baseline)
+    roles = {point_key(p): "paired_baseline" for p in baselines}
+    queue: list[tuple[dict, int | None]] = []  # (params, existing row id)
+    skipped = 0
+    for params in points + baselines:
+        row = by_key.get(point_key(params))
+        if row is None:
+            queue.append((params, None))
+        elif row["state"] == "PENDING" or (row["state"] == "FAIL" and retry_failed):
+            if row["state"] == "FAIL":
+                store.requeue_trial(row["id"])
+            queue.append((params, row["id"]))
+        else:
+            skipped += 1
+    planned = [space.planned_trial(p) for p, _ in queue]
+    new_ids = iter(store.add_trials(sweep_id, [pl.row(p, roles.get(point_key(p), "search"))
+                                               for (p, rid), pl in zip(queue, planned) if rid is None]))
+    runs = [TrialRun(trial_id=rid if rid is not None else next(new_ids), planned=pl, params=p,
+                     role=roles.get(point_key(p), "search"))
+            for (p, rid), pl in zip(queue, planned)]
+    ids = {r["point_key"]: r["id"] for r in store.trials(sweep_id)}
+    for key, base_key in pairs.items():
+        if key in ids and base_key in ids and (by_key.get(key) or {}).get("baseline_trial_id") != ids[base_key]:
+            store.link_baseline(ids[key], ids[base_key])
+    return GridWork(runs=runs, skipped=skipped)
+
+
+@dataclass
+class AdaptiveWork:
+    target: int  # trials to ask for in this run
+    skipped: int  # trials done before
+    retry_params: list[dict] = field(default_factory=list)  # failed points asked again first (enqueued)
+    retry_rows: list[int] = field(default_factory=list)  # their rows, in the same order
+    completed: dict[str, dict] = field(default_factory=dict)  # point key -> COMPLETE row (answered from the store)
+    baseline_rows: dict[str, tuple[int, str]] = field(default_factory=dict)  # baseline key -> (row id, state)
+
+
+def reconcile_adaptive(store: Store, sweep_id: int, n_trials: int | None, retry_failed: bool) -> AdaptiveWork:
+    rows = store.trials(sweep_id)
+    done = sum(1 for r in rows if r["state"] in ("COMPLETE", "FAIL"))
+    retry = [r for r in rows if r["state"] == "FAIL" and r["role"] == "search"] if retry_failed else []
+    for r in retry:
+        store.requeue_trial(r["id"])
+    work = AdaptiveWork(target=max(0, (n_trials or 20) - done) + len(retry), skipped=done - len(retry),
+                        retry_params=[r["params"] for r in retry], retry_rows=[r["id"] for r in retry],
+                        completed={r["point_key"]: r for r in rows if r["state"] == "COMPLETE"})
+    for r in rows:  # paired baselines left over: measured again when a trial asks for them
+        if r["role"] != "paired_baseline":
+            continue
+        if r["state"] == "PENDING" or (r["state"] == "FAIL" and retry_failed):
+            if r["state"] == "FAIL":
+                store.requeue_trial(r["id"])
+            work.baseline_rows[r["point_key"]] = (r["id"], "PENDING")
+        else:
+            work.baseline_rows[r["point_key"]] = (r["id"], r["state"])
+    return work

@@ -1,0 +1,206 @@
+"""Typed records for everything that crosses a module boundary on the way from an engine to the store.
+
+The path, and the record at each hop:
+  controller --MeasureRequest--> engine actor            (what to measure: dataset, load, warm-up)
+  engine backend --TokenChunk--> load generator          (streamed tokens)
+  engine backend --DraftCounters--> metrics              (vllm:spec_decode_* counters; subtract snapshots)
+  engine actor --WindowResult--> pool --> controller     (one window: WindowMetrics + RequestOutput per request)
+  controller --TrialSummary--> validity/store/Optuna     (median over windows)
+  controller --CompletedTrial--> Store.complete_trial    (all of a finished trial, written in one transaction)
+
+No module reads a result dict by convention: a new measured quantity is a field here, which makes every
+reader and the store's insert see it. This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# Numeric columns shared by a window's metrics (sweep_measurements, one row per window) and a trial's summary
+# (sweep_trial_metrics, median over windows). The spec's objectives and constraints take these names.
+METRIC_COLUMNS = (
+    "output_tok_s", "req_s",
+    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+    "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
+    "acceptance_length", "acceptance_rate",
+)
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How every request of a sweep is sampled (the same for every method and its baseline)."""
+
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    ignore_eos: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TokenChunk:
+    """Tokens that arrived together in one streamed update (speculation can deliver several)."""
+
+    token_ids: list[int]
+    text: str
+    finished: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None  # prompt length as the engine tokenised it (first chunk)
+
+
+@dataclass
+class DraftCounters:
+    """Cumulative draft/accept counters of an engine (vllm:spec_decode_*). Subtract two snapshots for a delta."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def __sub__(self, other: "DraftCounters") -> "DraftCounters":
+        return DraftCounters(
+            self.num_drafts - other.num_drafts,
+            self.num_draft_tokens - other.num_draft_tokens,
+            self.num_accepted_tokens - other.num_accepted_tokens,
+            [x - y for x, y in itertools.zip_longest(self.accepted_per_pos, other.accepted_per_pos, fillvalue=0)],
+        )
+
+
+@dataclass(frozen=True)
+class EngineStarted:
+    """What an engine actor reports once its engine is up."""
+
+    start_s: float  # inside the actor: engine construction and model load
+    pid: int  # the actor's process (the engine core may run in a child)
+    fingerprint: dict[str, Any]  # environment fingerprint document (validity.fingerprint compares its fields)
+    kv_cache_tokens: int | None = None
+    memory_kind: str | None = None
+    memory_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    """What the pool asks an engine actor to measure: one window of `dataset` at `concurrency`."""
+
+    dataset: str
+    concurrency: int
+    warmup_requests: int = 0
+    request_timeout_s: float = 600.0
+    discard_first_window: bool = False  # after an engine start, run (and discard) one whole window first
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """One request of a measurement window (a sweep_request_outputs row)."""
+
+    prompt_id: str
+    ok: bool
+    error: str | None = None
+    finish_reason: str | None = None
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    output_text: str = ""
+    output_token_ids: list[int] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WindowMetrics:
+    """Everything measured over one window (a sweep_measurements row, less its keys)."""
+
+    window_s: float = 0.0
+    num_requests: int = 0
+    failed_requests: int = 0
+    output_tokens: int = 0
+    output_tok_s: float | None = None
+    req_s: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    e2e_ms_p99: float | None = None
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    acceptance_length: float | None = None  # 1 + accepted / drafts: counts the bonus token
+    acceptance_rate: float | None = None
+    acceptance_per_pos: list[float] = field(default_factory=list)
+    # how the window was taken
+    started_at: dt.datetime | None = None
+    warmup_failed_requests: int = 0  # warm-up requests (discarded) that failed before this window
+    discarded_window: bool = False  # a whole window was run and discarded first (engine just started)
+    client_cpu_frac: float | None = None  # the load generator's share of a core during the window
+    prefix_cache_hit_rate: float | None = None
+    memory_kind: str | None = None  # gpu | rss
+    memory_mb: float | None = None
+
+    def metric(self, name: str) -> float | None:
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """What an engine actor returns for one MeasureRequest."""
+
+    metrics: WindowMetrics
+    outputs: list[RequestOutput]
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+    environment_id: int | None = None  # set by the controller's pool: the engine that served the window
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """A trial's figures: the median of each metric over its windows (a sweep_trial_metrics row)."""
+
+    output_tok_s: float | None = None
+    req_s: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    e2e_ms_p99: float | None = None
+    acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    acceptance_per_pos: list[float] = field(default_factory=list)
+    repeats: int = 0
+    failed_requests: int = 0
+    output_tok_s_cv: float | None = None  # coefficient of variation of output_tok_s over windows
+    trial_flags: str | None = None  # comma-separated sanity flags of the trial's own windows
+
+    def metric(self, name: str) -> float | None:
+        return getattr(self, name)
+
+    @classmethod
+    def from_row(cls, row: Any) -> "TrialSummary":
+        """From a stored row (trial_results / sweep_trial_metrics) that has these columns."""
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
+
+
+@dataclass(frozen=True)
+class CompletedTrial:
+    """All of a finished trial, as Store.complete_trial writes it in one transaction."""
+
+    windows: list[WindowResult]
+    summary: TrialSummary
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+    feasible: bool | None = None  # None: the sweep has no SLO constraints
+    flags: str | None = None
+    memory_kind: str | None = None
+    engine_memory_mb: float | None = None
+    kv_cache_tokens: int | None = None
