@@ -124,20 +124,28 @@ def run(
                                               help="Ray cluster address (default: $RAY_ADDRESS, else a private local instance)"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Resuming: run failed trials again (once)"),
     new_name: Optional[str] = typer.Option(None, "--new-name", help="Store the sweep under this name instead of the spec's"),
+    break_lease: bool = typer.Option(False, "--break-lease",
+                                     help="Take the sweep's lease from a controller that holds it (only if it is dead; "
+                                          "a lease without heartbeat for $SPECSWEEP_LEASE_TIMEOUT_S, default 120 s, "
+                                          "is taken over without this)"),
 ) -> None:
-    """Run a sweep (or resume one of the same name and spec) and print its results."""
+    """Run a sweep (or resume one of the same name and spec) and print its results. Exit 0 only when every
+    trial of the sweep is COMPLETE."""
+    from .controller.lease import LeaseHeld
     from .controller.runner import run_sweep
     from .models import ModelError
-    from .render import SweepConsole, print_results
+    from .render import SweepConsole, print_results, sweep_state_line
 
     loaded = _load(spec)
     st = _open_store(_store_url(store))
     try:
         with SweepConsole(console, err_console) as show:
             outcome = run_sweep(loaded, st, ray_address=ray_address, emit=show, retry_failed=retry_failed,
-                                new_name=new_name)
+                                new_name=new_name, break_lease=break_lease)
     except SpecError as e:
         _refuse(e)
+    except (LeaseHeld, ValueError) as e:  # ValueError: a bad SPECSWEEP_LEASE_TIMEOUT_S
+        _fail(str(e))
     except ModelError as e:
         _fail(f"{spec}: target.model: {e}")
     except KeyboardInterrupt:
@@ -149,9 +157,10 @@ def run(
     console.print(f"{outcome.completed} trials completed{baselines}, {outcome.failed} failed, {outcome.skipped} done before{reused}; "
                   f"{outcome.engine_starts} engine starts; {outcome.wall_s:.0f} s. Rows: {st.display_url} "
                   f"(view trial_results, sweep = '{outcome.sweep}')")
+    console.print(sweep_state_line(outcome), highlight=False)
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
-    raise typer.Exit(EXIT_TRIALS_FAILED if outcome.failed else EXIT_OK)
+    raise typer.Exit(EXIT_OK if outcome.all_complete else EXIT_TRIALS_FAILED)
 
 
 @app.command()
@@ -205,6 +214,7 @@ def query(
     list_saved: bool = typer.Option(False, "--list", help="List the saved queries"),
     store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
     fmt: str = typer.Option("table", "--format", help="table | csv | json"),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Stop the query after this many seconds"),
 ) -> None:
     """Plain SQL over the results store on a read-only connection (views: trial_results, pareto,
     method_summary, speedup_crossover, nightly_history; tables documented in README.md)."""
@@ -227,7 +237,7 @@ def query(
         params[k] = int(v) if v.lstrip("-").isdigit() else v
     try:
         text_sql = saved_query(saved) if saved else sql
-        cols, rows = run_query(_store_url(store), text_sql, params)
+        cols, rows = run_query(_store_url(store), text_sql, params, timeout_s=timeout)
     except (QueryError, StoreError) as e:
         _fail(str(e))
     if fmt != "table":
@@ -243,14 +253,16 @@ def nightly(
     store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address"),
     report_dir: str = typer.Option("nightly-reports", "--report-dir", help="Where the night's report is written"),
-    break_lock: bool = typer.Option(False, "--break-lock", help="Take the suite's lock from a run that died"),
+    break_lease: bool = typer.Option(False, "--break-lease", "--break-lock",
+                                     help="Take the suite's lease from a run that holds it (only if it is dead)"),
 ) -> None:
     """Run a suite of sweeps and compare each point with the median of the previous nights (same
     environment fingerprint). Exit 3 when anything regressed (report written), 0 otherwise."""
     from pathlib import Path
 
     from .errors import EXIT_REGRESSION
-    from .nightly import NightlyLocked, load_suite, run_nightly
+    from .controller.lease import LeaseHeld
+    from .nightly import load_suite, run_nightly
     from .render import SweepConsole
 
     try:
@@ -259,9 +271,9 @@ def nightly(
         _refuse(e)
     st = _open_store(_store_url(store))
     try:
-        out = run_nightly(suite, files, st, ray_address=ray_address, report_dir=Path(report_dir), break_lock=break_lock,
+        out = run_nightly(suite, files, st, ray_address=ray_address, report_dir=Path(report_dir), break_lease=break_lease,
                           emit=SweepConsole(console, err_console))
-    except NightlyLocked as e:
+    except (LeaseHeld, ValueError) as e:
         _fail(str(e))
     except SpecError as e:
         _refuse(e)

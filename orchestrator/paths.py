@@ -28,6 +28,15 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else specsweep_home() / "cache"
 
 
+def db_dir() -> Path:
+    """The store's migrations and saved queries: `db/` of the checkout this code runs from, else the copy a
+    wheel carries inside the package (`orchestrator/_db`, put there at build time by setup.py)."""
+    checkout = Path(__file__).resolve().parents[1] / "db"
+    if (checkout / "migrations" / "env.py").is_file():
+        return checkout
+    return Path(__file__).resolve().parent / "_db"
+
+
 def default_store_url() -> str:
     return f"sqlite:///{specsweep_home() / 'specsweep.db'}"
 

@@ -113,13 +113,9 @@ class RequestOutput:
 
 
 @dataclass(frozen=True)
-class WindowMetrics:
-    """Everything measured over one window (a sweep_measurements row, less its keys)."""
+class MetricValues:
+    """The METRIC_COLUMNS, shared by a window's metrics and a trial's summary (median over windows)."""
 
-    window_s: float = 0.0
-    num_requests: int = 0
-    failed_requests: int = 0
-    output_tokens: int = 0
     output_tok_s: float | None = None
     req_s: float | None = None
     ttft_ms_p50: float | None = None
@@ -130,12 +126,25 @@ class WindowMetrics:
     itl_ms_p99: float | None = None
     e2e_ms_p50: float | None = None
     e2e_ms_p99: float | None = None
-    num_drafts: int = 0
-    num_draft_tokens: int = 0
-    num_accepted_tokens: int = 0
     acceptance_length: float | None = None  # 1 + accepted / drafts: counts the bonus token
     acceptance_rate: float | None = None
     acceptance_per_pos: list[float] = field(default_factory=list)
+
+    def metric(self, name: str) -> float | None:
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class WindowMetrics(MetricValues):
+    """Everything measured over one window (a sweep_measurements row, less its keys)."""
+
+    window_s: float = 0.0
+    num_requests: int = 0
+    failed_requests: int = 0
+    output_tokens: int = 0
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
     # how the window was taken
     started_at: dt.datetime | None = None
     warmup_failed_requests: int = 0  # warm-up requests (discarded) that failed before this window
@@ -144,9 +153,6 @@ class WindowMetrics:
     prefix_cache_hit_rate: float | None = None
     memory_kind: str | None = None  # gpu | rss
     memory_mb: float | None = None
-
-    def metric(self, name: str) -> float | None:
-        return getattr(self, name)
 
 
 @dataclass(frozen=True)
@@ -161,29 +167,13 @@ class WindowResult:
 
 
 @dataclass(frozen=True)
-class TrialSummary:
+class TrialSummary(MetricValues):
     """A trial's figures: the median of each metric over its windows (a sweep_trial_metrics row)."""
 
-    output_tok_s: float | None = None
-    req_s: float | None = None
-    ttft_ms_p50: float | None = None
-    ttft_ms_p99: float | None = None
-    tpot_ms_p50: float | None = None
-    tpot_ms_p99: float | None = None
-    itl_ms_p50: float | None = None
-    itl_ms_p99: float | None = None
-    e2e_ms_p50: float | None = None
-    e2e_ms_p99: float | None = None
-    acceptance_length: float | None = None
-    acceptance_rate: float | None = None
-    acceptance_per_pos: list[float] = field(default_factory=list)
     repeats: int = 0
     failed_requests: int = 0
     output_tok_s_cv: float | None = None  # coefficient of variation of output_tok_s over windows
     trial_flags: str | None = None  # comma-separated sanity flags of the trial's own windows
-
-    def metric(self, name: str) -> float | None:
-        return getattr(self, name)
 
     @classmethod
     def from_row(cls, row: Any) -> "TrialSummary":

@@ -190,6 +190,18 @@ class SweepConsole:
             c.print(f"nightly: running {event.spec} as {event.sweep}")
 
 
+def sweep_state_line(outcome) -> str:
+    """The last word on a sweep: how many of its trials are COMPLETE, and what every other one is."""
+    states = outcome.states
+    done = states.get("COMPLETE", 0)
+    if outcome.total and done == outcome.total:
+        return f"sweep {outcome.sweep}: all {done} trials COMPLETE"
+    rest = ", ".join(f"{n} {state}" for state, n in sorted(states.items()) if state != "COMPLETE" and n)
+    hint = "run the same command again to resume" + ("" if not states.get("FAIL") else
+                                                        "; --retry-failed runs FAIL trials again")
+    return f"sweep {outcome.sweep}: {done} of {outcome.total} trials COMPLETE, not complete: {rest or 'none'} ({hint})"
+
+
 def compare_table(rows: list[dict], metrics: tuple[str, ...], title: str) -> Table:
     """`specsweep compare`: A | B | B/A for each metric of each shared point."""
     table = Table(title=title)

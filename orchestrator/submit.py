@@ -1,9 +1,10 @@
 """`specsweep submit SPEC`: run a sweep as a Ray job on a cluster (JobSubmissionClient).
 
 The job's working dir is uploaded (`working_dir`), the entrypoint is `specsweep run <spec>`; the store URL
-reaches the job through the job's environment: as SPECSWEEP_DB when the URL holds no password, otherwise
-only as SPECSWEEP_DB_FILE, a path on the cluster's nodes (a mounted secret) — a password never goes into
-the entrypoint, the runtime_env or the job metadata, which the Ray dashboard shows to anyone."""
+reaches the job through the job's environment: as SPECSWEEP_DB when the URL carries no credential in any
+form (store/urls.py), otherwise only as SPECSWEEP_DB_FILE, a path on the cluster's nodes (a mounted secret) —
+a password never goes into the entrypoint, the runtime_env or the job metadata, which the Ray dashboard
+shows to anyone."""
 
 from __future__ import annotations
 
@@ -11,22 +12,13 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
-from .store import display_url, normalize_url
+from .store.urls import display_url, has_credentials
 
 EXCLUDES = [".venv", ".git", "**/__pycache__", "*.db", "*.db-wal", "*.db-shm", ".specsweep", "nightly-reports"]
 
 
 class SubmitError(ValueError):
     pass
-
-
-def has_password(url: str) -> bool:
-    try:
-        return make_url(normalize_url(url)).password is not None
-    except Exception:
-        return False
 
 
 def submission_id(sweep_name: str, now: dt.datetime | None = None) -> str:
@@ -46,11 +38,13 @@ def job_request(spec: Path, sweep_name: str, working_dir: Path, store_url: str |
     if store_file_on_cluster:
         env["SPECSWEEP_DB_FILE"] = store_file_on_cluster
     elif store_url:
-        if has_password(store_url):
+        if has_credentials(store_url):
             raise SubmitError(
-                f"the store URL {display_url(store_url)} holds a password, which would be visible in the Ray job's "
-                f"runtime_env. Put the URL in a file on the cluster's nodes (e.g. a mounted secret) and pass its "
-                f"path with --store-file PATH, or set SPECSWEEP_DB in the cluster's environment and pass --no-store")
+                f"the store URL {display_url(store_url)} carries a credential (a password in the user part or a "
+                f"password/token parameter), or cannot be parsed; it would be visible in the Ray job's runtime_env. "
+                f"Put the URL in a file on the cluster's nodes (e.g. a mounted secret) and pass its path with "
+                f"--store-file PATH (the job reads it as SPECSWEEP_DB_FILE), or set SPECSWEEP_DB in the cluster's "
+                f"environment and pass --no-store")
         env["SPECSWEEP_DB"] = store_url
     return {
         "entrypoint": f"specsweep run {rel.as_posix()}",

@@ -10,10 +10,13 @@ from .plan import SearchSpace, point_key
 from .pool import TrialRun
 
 
-def fail_interrupted(store: Store, sweep_id: int) -> None:
-    """Rows a killed controller left RUNNING: that attempt was interrupted."""
+def requeue_orphans(store: Store, sweep_id: int) -> int:
+    """Rows a dead controller left RUNNING go back to PENDING (attempt + 1) and run again: they never
+    finished, through no fault of their own. Only the sweep's lease holder calls this, so no live controller
+    is running them."""
     running = [r["id"] for r in store.trials(sweep_id) if r["state"] == "RUNNING"]
-    store.fail_trials(running, "interrupted (controller stopped)")
+    store.requeue_trials(running, "previous attempt interrupted (its controller died); runs again")
+    return len(running)
 
 
 @dataclass
@@ -66,6 +69,7 @@ class AdaptiveWork:
     retry_rows: list[int] = field(default_factory=list)  # their rows, in the same order
     completed: dict[str, dict] = field(default_factory=dict)  # point key -> COMPLETE row (answered from the store)
     baseline_rows: dict[str, tuple[int, str]] = field(default_factory=dict)  # baseline key -> (row id, state)
+    leftover_baselines: list[dict] = field(default_factory=list)  # PENDING paired baselines: measured first
 
 
 def reconcile_adaptive(store: Store, sweep_id: int, n_trials: int | None, retry_failed: bool) -> AdaptiveWork:
@@ -74,16 +78,20 @@ def reconcile_adaptive(store: Store, sweep_id: int, n_trials: int | None, retry_
     retry = [r for r in rows if r["state"] == "FAIL" and r["role"] == "search"] if retry_failed else []
     for r in retry:
         store.requeue_trial(r["id"])
-    work = AdaptiveWork(target=max(0, (n_trials or 20) - done) + len(retry), skipped=done - len(retry),
-                        retry_params=[r["params"] for r in retry], retry_rows=[r["id"] for r in retry],
+    # asked before but never finished (interrupted, or left by a dead controller): asked again first
+    pending = [r for r in rows if r["state"] == "PENDING" and r["role"] == "search"]
+    again = retry + pending
+    work = AdaptiveWork(target=max(len(pending), (n_trials or 20) - done) + len(retry), skipped=done - len(retry),
+                        retry_params=[r["params"] for r in again], retry_rows=[r["id"] for r in again],
                         completed={r["point_key"]: r for r in rows if r["state"] == "COMPLETE"})
-    for r in rows:  # paired baselines left over: measured again when a trial asks for them
+    for r in rows:  # paired baselines left over (their trials were asked before): measured first
         if r["role"] != "paired_baseline":
             continue
         if r["state"] == "PENDING" or (r["state"] == "FAIL" and retry_failed):
             if r["state"] == "FAIL":
                 store.requeue_trial(r["id"])
-            work.baseline_rows[r["point_key"]] = (r["id"], "PENDING")
+            work.baseline_rows[r["point_key"]] = (r["id"], "QUEUED")
+            work.leftover_baselines.append(r)
         else:
             work.baseline_rows[r["point_key"]] = (r["id"], r["state"])
     return work

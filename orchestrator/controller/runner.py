@@ -5,16 +5,20 @@ The pieces, each in its own module: plan.py (the search space), resume.py (store
 strategies.py (grid / rotated / adaptive scheduling), pool.py (engines in Ray actors), record.py (a finished
 trial -> store -> Optuna), pairing.py (paired baselines), study.py (Optuna), events.py (what the caller hears).
 
-Resume: running a sweep name that exists continues it. Completed trials are never re-run; trials a killed
-controller left RUNNING are failed ("interrupted"); failed trials are re-queued (once per invocation) with
-`retry_failed`. A different spec under the same name is refused with the list of changed fields.
+One controller per sweep: the run holds the sweep's lease (lease.py) from before its first write to its
+end; a second controller of the same sweep is refused (LeaseHeld), a dead one's lease is taken over.
+
+Resume: running a sweep name that exists continues it. Completed trials are never re-run; trials a dead
+controller left RUNNING, and trials an interrupted run was measuring, go back to PENDING and run again;
+trials that failed on their own merit stay FAIL unless `retry_failed`. The sweep is `complete` only when
+every trial is COMPLETE. A different spec under the same name is refused with the list of changed fields.
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..records import TrialSummary
 from ..spec import LoadedSpec
@@ -26,13 +30,18 @@ from .prepare import Prepared, prepare
 from .ray_session import ensure_ray
 from .resources import engine_actor_class, max_engines
 from .record import TrialRecorder
-from .resume import fail_interrupted, reconcile_adaptive, reconcile_grid
+from .lease import Lease
+from .resume import reconcile_adaptive, reconcile_grid, requeue_orphans
 from .strategies import AdaptiveStrategy, GridStrategy
 from .study import StudyBook, fail_stale_trials, open_study
 
 
 class Interrupted(Exception):
     """SIGTERM or Ctrl-C during a sweep."""
+
+
+class LeaseLost(Interrupted):
+    """Another controller broke this run's lease: the sweep's rows are no longer ours to write."""
 
 
 @dataclass
@@ -48,6 +57,16 @@ class RunOutcome:
     ray_init_s: float = 0.0  # part of wall_s spent connecting to / starting Ray
     interrupted: bool = False
     wall_s: float = 0.0
+    states: dict[str, int] = field(default_factory=dict)  # every trial of the sweep, by state, at the end
+
+    @property
+    def total(self) -> int:
+        return sum(self.states.values())
+
+    @property
+    def all_complete(self) -> bool:
+        """Every trial of the sweep is COMPLETE: the only outcome that exits 0."""
+        return self.total == self.states.get("COMPLETE", 0)
 
 
 class _SignalGuard:
@@ -71,9 +90,11 @@ class _SignalGuard:
                 pass
         return self
 
-    def check(self) -> None:
+    def check(self, lease: Lease | None = None) -> None:
         if self.why is not None:
             raise Interrupted(self.why)
+        if lease is not None and lease.lost.is_set():
+            raise LeaseLost("the sweep's lease was taken by another controller (--break-lease): stopping")
 
     def __exit__(self, *exc):
         for sig, prev in self.previous.items():
@@ -85,10 +106,12 @@ class SweepController:
     """One sweep's run: ties the strategy, the pool and the recorder together."""
 
     def __init__(self, loaded: LoadedSpec, store: Store, name: str, emit: ev.Listener, retry_failed: bool,
-                 prepared: Prepared, t_start: float):
+                 prepared: Prepared, t_start: float, lease: Lease):
         self.loaded, self.store, self.name, self.emit = loaded, store, name, emit
-        self.spec, self.retry_failed, self.p = loaded.spec, retry_failed, prepared
+        self.spec, self.retry_failed, self.p, self.lease = loaded.spec, retry_failed, prepared, lease
         self.t_start = t_start  # wall_s and search.timeout_s count from before the checks
+        study = open_study(loaded, store.url, f"specsweep:{name}")  # before the sweep row: nothing half-made
+        fail_stale_trials(study)
         existing = store.get_sweep(name)
         if existing:
             self.sweep_id = existing["id"]
@@ -96,9 +119,9 @@ class SweepController:
         else:
             self.sweep_id = store.create_sweep(name, loaded.spec_hash, self.spec.model_dump(mode="json"), loaded.path)
         self.outcome = RunOutcome(sweep_id=self.sweep_id, sweep=name)
-        study = open_study(loaded, store.url, f"specsweep:{name}")
-        fail_stale_trials(study)
-        fail_interrupted(store, self.sweep_id)
+        orphans = requeue_orphans(store, self.sweep_id)
+        if orphans:
+            emit(ev.Note(f"{orphans} trials a dead controller left RUNNING go back to PENDING and run again"))
         warn = lambda message: emit(ev.SweepWarning(message))  # noqa: E731
         self.book = StudyBook(study, self.spec.search, prepared.space.distributions)
         self.baselines = Baselines(store, self.sweep_id, PairingSettings(
@@ -139,8 +162,19 @@ class SweepController:
         try:
             with _SignalGuard() as guard:
                 self._loop(pool, guard)
+        except LeaseLost as e:
+            pool.interrupt(str(e))  # engines killed; the rows belong to the controller that took the lease
+            self.outcome.interrupted = True
+            self.emit(ev.SweepInterrupted(str(e)))
+            return self.outcome
         except (KeyboardInterrupt, Interrupted) as e:
             return self._interrupted(pool, str(e) or "Ctrl-C")
+        except BaseException:  # a bug or a lost database: never leave the sweep saying `running`
+            try:
+                self.store.set_sweep_status(self.sweep_id, "interrupted")
+            except Exception:
+                pass
+            raise
         finally:
             pool.shutdown()
         self.outcome.engine_starts = pool.engine_starts
@@ -160,7 +194,7 @@ class SweepController:
         timeout_s = self.spec.search.timeout_s
         deadline = self.t_start + timeout_s if timeout_s else None
         while True:
-            guard.check()
+            guard.check(self.lease)
             for run in self.strategy.next_runs(pool):
                 self._handle(pool.submit(run))
             if deadline is not None and time.perf_counter() >= deadline and not pool.closing:
@@ -175,14 +209,16 @@ class SweepController:
             if not pool.busy:
                 return
             self._handle(pool.step(wait_s=0.5))
-            guard.check()
+            guard.check(self.lease)
 
     def _interrupted(self, pool: EnginePool, why: str) -> RunOutcome:
-        self._handle(pool.interrupt("interrupted"))
-        for run in pool.pending + self.strategy.waiting:
-            if run.windows:  # started in an earlier round: its windows are lost with it
-                self.store.fail_trials([run.trial_id], why)
-            elif run.handle is not None:  # never started: its row stays PENDING and runs on resume
+        """Engines killed; trials being measured, and rotated trials between rounds, go back to PENDING (their
+        windows are lost with them) and run again on resume; asked trials are told FAIL to Optuna."""
+        measuring = [pe.run for pe in pool.interrupt(why) if pe.kind == "trial_failed"]
+        for run in measuring + pool.pending + self.strategy.waiting:
+            if run.windows or run in measuring:
+                self.store.requeue_trial(run.trial_id, f"previous attempt interrupted ({why}); runs again")
+            if run.handle is not None:
                 self.recorder.tell(run, None)
         self.outcome.interrupted = True
         self.outcome.engine_starts = pool.engine_starts
@@ -228,6 +264,7 @@ class SweepController:
         t = self.recorder.tally
         o = self.outcome
         o.completed, o.failed, o.baselines, o.reused = t.completed, t.failed, t.baselines, t.reused
+        o.states = self.store.trial_states(self.sweep_id)
         o.wall_s = time.perf_counter() - self.t_start
 
     def _finish(self) -> RunOutcome:
@@ -235,9 +272,15 @@ class SweepController:
         rows = self.store.trials(self.sweep_id)
         stored_numbers = {r["optuna_trial_number"]: r["id"] for r in rows}
         self.store.set_pareto_front(self.sweep_id, self.book.best_rows(stored_numbers))
-        failed_rows = sum(1 for r in rows if r["state"] == "FAIL")
-        self.store.set_sweep_status(self.sweep_id, "complete" if failed_rows == 0 else "failed")
         self._count()
+        states = self.outcome.states
+        if self.outcome.all_complete:
+            status = "complete"
+        elif states.get("PENDING") or states.get("RUNNING"):
+            status = "incomplete"  # e.g. search.timeout_s reached: run again to continue
+        else:
+            status = "failed"
+        self.store.set_sweep_status(self.sweep_id, status)
         return self.outcome
 
 
@@ -248,9 +291,13 @@ def _ref(run: TrialRun) -> ev.TrialRef:
 
 
 def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = None, emit: ev.Listener = ev.ignore,
-              retry_failed: bool = False, new_name: str | None = None) -> RunOutcome:
-    """Run (or resume) a sweep. Raises SpecError / ModelError before anything is written."""
+              retry_failed: bool = False, new_name: str | None = None, break_lease: bool = False,
+              lease_timeout_s: float | None = None) -> RunOutcome:
+    """Run (or resume) a sweep. Raises SpecError / ModelError before anything is written, LeaseHeld when
+    another live controller runs the sweep."""
     t_start = time.perf_counter()
     name = new_name or loaded.spec.name
     prepared = prepare(loaded, store, name, emit)
-    return SweepController(loaded, store, name, emit, retry_failed, prepared, t_start).run(ray_address)
+    with Lease(store, f"sweep:{name}", f"sweep {name!r}", timeout_s=lease_timeout_s, force=break_lease,
+               note=lambda message: emit(ev.Note(message))) as lease:
+        return SweepController(loaded, store, name, emit, retry_failed, prepared, t_start, lease).run(ray_address)

@@ -79,6 +79,10 @@ class AdaptiveStrategy:
             baselines.known(key, rid, state)
 
     def next_runs(self, pool: EnginePool) -> Iterator[TrialRun]:
+        while self.work.leftover_baselines:  # a resumed sweep's unmeasured baselines: their trials wait for them
+            row = self.work.leftover_baselines.pop(0)
+            yield TrialRun(trial_id=row["id"], planned=self.space.planned_trial(row["params"]), params=row["params"],
+                           role="paired_baseline", windows_wanted=self.repeats)
         while self.asked < self.work.target and (self.deadline is None or time.perf_counter() < self.deadline) \
                 and pool.in_flight < pool.max_engines:
             trial = self.book.ask()

@@ -48,7 +48,9 @@ class FakeBackend(EngineBackend):
         spec = config.speculative_config or {}
         self.k = int(spec.get("num_speculative_tokens", 0))
         self.counters = DraftCounters(accepted_per_pos=[0] * self.k)
-        self._fail_start = knobs.fail_start
+        self._fail_start = knobs.fail_start or (
+            f"simulated start failure of method {config.method_label!r} (fake: fail_start_methods)"
+            if config.method_label in knobs.fail_start_methods else None)
         self._fail_warmup = knobs.fail_warmup
         self.noise = knobs.noise
         self.noise_seed = knobs.noise_seed

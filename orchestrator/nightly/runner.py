@@ -5,21 +5,17 @@ fingerprint matches, store one verdict per metric, write a report, release the l
 from __future__ import annotations
 
 import datetime as dt
-import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..controller.events import Listener, NightlySweepStarted, ignore
+from ..controller.events import Listener, NightlySweepStarted, Note, ignore
+from ..controller.lease import Lease
 from ..spec import load_spec
 from ..store import Store
 from ..validity import fingerprint_diff
 from .suite import SuiteSpec
 from .verdict import verdict_for
-
-
-class NightlyLocked(RuntimeError):
-    pass
 
 
 @dataclass
@@ -35,14 +31,17 @@ class NightlyOutcome:
 
 
 def run_nightly(suite: SuiteSpec, sweep_files: list[Path], store: Store, *, ray_address: str | None = None,
-                report_dir: Path | None = None, break_lock: bool = False, emit: Listener = ignore) -> NightlyOutcome:
+                report_dir: Path | None = None, break_lease: bool = False, emit: Listener = ignore) -> NightlyOutcome:
+    """Raises LeaseHeld when another live run of the suite holds its lease."""
+    with Lease(store, f"nightly:{suite.suite}", f"nightly suite {suite.suite!r}", force=break_lease,
+               note=lambda message: emit(Note(message))):
+        return _run_night(suite, sweep_files, store, ray_address, report_dir, emit)
+
+
+def _run_night(suite: SuiteSpec, sweep_files: list[Path], store: Store, ray_address: str | None,
+               report_dir: Path | None, emit: Listener) -> NightlyOutcome:
     from ..controller.runner import run_sweep
 
-    holder = f"{socket.gethostname()}:{os.getpid()}"
-    held = store.nightly_lock(suite.suite, holder, break_lock=break_lock)
-    if held is not None:
-        raise NightlyLocked(f"another nightly run of suite {suite.suite!r} holds the lock ({held['holder']} since "
-                            f"{held['acquired_at']}); if that run is dead, rerun with --break-lock")
     run_id = store.create_nightly_run(suite.suite, suite.history, socket.gethostname())
     outcome = NightlyOutcome(run_id=run_id, status="failed")
     try:
@@ -69,8 +68,6 @@ def run_nightly(suite: SuiteSpec, sweep_files: list[Path], store: Store, *, ray_
     except BaseException:
         store.finish_nightly_run(run_id, "failed", outcome.regressions)
         raise
-    finally:
-        store.nightly_unlock(suite.suite, holder)
 
 
 def _verdicts(suite: SuiteSpec, store: Store, run_id: int, sweep_id: int, spec_name: str) -> list[dict]:

@@ -42,6 +42,8 @@ class FakeEngineSpec(_Strict):
     seed: int = 0
     fail_start: str | None = Field(None, description="simulate an engine that fails to start with this error")
     fail_warmup: bool = Field(False, description="simulate warm-up requests that fail (measured requests succeed)")
+    fail_start_methods: list[str] = Field(default_factory=list, description="method labels whose engines fail "
+                                          "to start (simulated), the others start normally")
     noise: float = Field(0.0, ge=0, description="per-window slowdown: step time x exp(N(0, noise)), drawn per "
                          "measurement window (tests of the repeat statistics)")
     noise_seed: int = Field(0, description="seed of the per-window noise draws (apart from `seed`)")

@@ -1,29 +1,41 @@
 """Schema versions of the results store, through Alembic (db/migrations). Every Store open brings the
 database to the newest revision: a new database is created at head; a database from the first release
 (tables but no version table) is recognised as revision 0001 and upgraded. Views are derived objects:
-dropped before and recreated after every upgrade from orchestrator/store/schema.py."""
+dropped before and recreated after every upgrade from orchestrator/store/schema.py, and otherwise only when
+their definitions changed (a hash in specsweep_meta), so readers are never left without them.
+
+Initialisation runs under one lock per database (PostgreSQL: a session advisory lock; SQLite: an exclusive
+lock on a file beside the database): migrations, Optuna's own tables and the views, so processes opening
+one new database at once never race on DDL (Optuna's `CREATE TYPE studydirection` did)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 from pathlib import Path
+from typing import Iterator
 
-from sqlalchemy import inspect, text
+from sqlalchemy import delete, insert, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import StoreError
-from .schema import VIEWS
+from ..paths import db_dir
+from .schema import VIEWS, store_meta
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "db" / "migrations"
+MIGRATIONS = db_dir() / "migrations"
 VERSION_TABLE = "specsweep_alembic_version"
 FIRST_RELEASE = "0001"
+INIT_LOCK_KEY = 727265  # PostgreSQL advisory lock key of store initialisation
+VIEWS_HASH = hashlib.sha256("\n".join(VIEWS.values()).encode()).hexdigest()[:16]
+OPTUNA_TABLES = ("studies", "version_info", "trials")
 
 
 def _script_config():
     from alembic.config import Config
 
     if not (MIGRATIONS / "env.py").is_file():
-        raise StoreError(f"the store's migrations are missing ({MIGRATIONS}); run specsweep from its checkout "
-                         f"(pip install -e .)")
+        raise StoreError(f"the store's migrations are missing ({MIGRATIONS}): this specsweep install is "
+                         f"incomplete; reinstall it (pip install specsweep wheel, or pip install -e . in a checkout)")
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
@@ -46,6 +58,53 @@ def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(_script_config()).get_current_head()
+
+
+@contextlib.contextmanager
+def init_lock(engine: Engine) -> Iterator[None]:
+    """Serialise store initialisation across processes (and machines, on PostgreSQL)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text(f"SELECT pg_advisory_lock({INIT_LOCK_KEY})"))
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text(f"SELECT pg_advisory_unlock({INIT_LOCK_KEY})"))
+                conn.commit()
+        return
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    import fcntl
+
+    lock_file = Path(database).expanduser().resolve().with_name(Path(database).name + ".init-lock")
+    with open(lock_file, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def initialise(engine: Engine) -> tuple[str | None, str]:
+    """Migrations, Optuna's tables and the views, under the init lock; returns (revision before, after)."""
+    with init_lock(engine):
+        revisions = upgrade(engine)
+        _ensure_optuna_tables(engine)
+    return revisions
+
+
+def _ensure_optuna_tables(engine: Engine) -> None:
+    """Optuna creates its tables on first use; done here, under the lock, instead of by racing controllers."""
+    with engine.connect() as conn:
+        if set(OPTUNA_TABLES) <= set(inspect(conn).get_table_names()):
+            return
+    import optuna
+
+    storage = optuna.storages.RDBStorage(engine.url.render_as_string(hide_password=False))
+    storage.engine.dispose()
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
@@ -71,8 +130,6 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
 
 
 def _upgrade(conn: Connection, command) -> tuple[str | None, str]:
-    if conn.dialect.name == "postgresql":  # two controllers opening one database at once: one migrates
-        conn.execute(text("SELECT pg_advisory_xact_lock(727265)"))
     before = current_revision(conn)
     head = head_revision()
     versioned = VERSION_TABLE in set(inspect(conn).get_table_names())
@@ -98,9 +155,15 @@ def _drop_views(conn: Connection) -> None:
 def _create_views(conn: Connection) -> None:
     for ddl in VIEWS.values():
         conn.execute(text(ddl))
+    conn.execute(delete(store_meta).where(store_meta.c.key == "views_hash"))
+    conn.execute(insert(store_meta).values(key="views_hash", value=VIEWS_HASH))
 
 
 def _ensure_views(conn: Connection) -> None:
-    """Recreate the views (cheap; keeps them in step with this code's definitions)."""
+    """Recreate the views only when this code's definitions differ from the stored ones (or one is missing):
+    a reader's query never finds them dropped."""
+    stored = conn.execute(select(store_meta.c.value).where(store_meta.c.key == "views_hash")).scalar()
+    if stored == VIEWS_HASH and set(VIEWS) <= set(inspect(conn).get_view_names()):
+        return
     _drop_views(conn)
     _create_views(conn)

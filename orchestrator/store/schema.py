@@ -212,11 +212,23 @@ nightly_verdicts = Table(
 )
 
 # One row per (suite, held lock): two nightly runs of one suite never overlap.
-nightly_locks = Table(
-    "nightly_locks", metadata,
-    Column("suite", String(120), primary_key=True),
-    Column("holder", String(255), nullable=False),  # host:pid
-    Column("acquired_at", DateTime(timezone=True), nullable=False),
+# One live owner per resource: `sweep:<name>` (a controller running that sweep) or `nightly:<suite>`. Times are
+# the database's clock in epoch seconds, so owners on machines with skewed clocks still agree on staleness.
+leases = Table(
+    "leases", metadata,
+    Column("name", String(300), primary_key=True),
+    Column("owner", String(300), nullable=False),  # host:pid:random, unique per process and lease
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("acquired_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),  # renewed while the owner runs
+)
+
+# Small facts about the store itself (the hash of the views' definitions, so they are recreated only on change).
+store_meta = Table(
+    "specsweep_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 _METRICS_SELECT = ",\n  ".join(f"m.{c}" for c in METRIC_COLUMNS)

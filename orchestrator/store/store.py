@@ -15,7 +15,10 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreError
 from ..records import METRIC_COLUMNS, CompletedTrial
-from .schema import (nightly_locks, nightly_runs, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
+from . import leases
+from .leases import LeaseHolder, LeaseResult
+from .urls import display_url, normalize_url
+from .schema import (nightly_runs, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
                      sweep_trial_comparisons, sweep_trial_metrics, sweep_trials, sweeps)
 
 
@@ -29,36 +32,20 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def normalize_url(url: str) -> str:
-    """Accept plain `postgresql://` URLs (use psycopg 3) and bare file paths (SQLite)."""
-    if "://" not in url:
-        return f"sqlite:///{Path(url).expanduser().resolve()}"
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def display_url(url: str) -> str:
-    """The URL with any password masked (for logs, rows and reports)."""
-    try:
-        return make_url(normalize_url(url)).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable store URL>"
-
-
 class Store:
     def __init__(self, url: str):
         self.url = normalize_url(url)
         try:
             u = make_url(self.url)
-        except ArgumentError as e:
-            raise StoreError(f"invalid store URL {display_url(url)!r}: {e}") from None
+        except (ArgumentError, ValueError):  # the parser's message quotes the URL: never shown
+            raise StoreError(f"invalid store URL {display_url(url)!r}: expected sqlite:///PATH, "
+                             f"postgresql://USER@HOST:PORT/DATABASE or a file path") from None
         if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:"):
             Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         try:
             self.engine: Engine = create_engine(self.url, future=True, pool_pre_ping=True)
         except Exception as e:
-            raise StoreError(f"cannot open store {display_url(url)}: {e}") from None
+            raise StoreError(f"cannot open store {display_url(url)}: {type(e).__name__}") from None
         if self.engine.dialect.name == "sqlite":
             @event.listens_for(self.engine, "connect")
             def _sqlite_pragmas(dbapi_conn, _):
@@ -74,11 +61,12 @@ class Store:
         return display_url(self.url)
 
     def create_schema(self) -> None:
-        """Create or upgrade the schema to the newest migration (store/migrate.py)."""
-        from .migrate import upgrade
+        """Create or upgrade the schema to the newest migration (store/migrate.py), and create Optuna's tables,
+        under one lock: processes opening one new database at once never race on DDL (store/migrate.py)."""
+        from .migrate import initialise
 
         try:
-            self.schema_revisions = upgrade(self.engine)
+            self.schema_revisions = initialise(self.engine)
         except OperationalError as e:
             raise StoreError(f"cannot reach store {self.display_url}: {e.orig}") from None
         except SQLAlchemyError as e:
@@ -153,13 +141,27 @@ class Store:
             conn.execute(update(sweep_trials).where(sweep_trials.c.id.in_(ids)).values(
                 state="FAIL", error=error, finished_at=now()))
 
-    def requeue_trial(self, trial_id: int) -> None:
-        """Put a trial back to PENDING for another attempt (a resumed sweep re-runs it). A failed trial has
-        no measurements (they are written only on completion), so nothing measured is lost."""
+    def requeue_trial(self, trial_id: int, note: str | None = None) -> None:
+        """Put a trial back to PENDING for another attempt (a resumed sweep re-runs it). A trial that did not
+        complete has no measurements (they are written only on completion), so nothing measured is lost.
+        `note`: why the last attempt ended (kept in `error` until the trial runs again)."""
+        self.requeue_trials([trial_id], note)
+
+    def requeue_trials(self, trial_ids: Iterable[int], note: str | None = None) -> None:
+        ids = list(trial_ids)
+        if not ids:
+            return
         with self.engine.begin() as conn:
-            conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
-                state="PENDING", error=None, started_at=None, finished_at=None,
+            conn.execute(update(sweep_trials).where(sweep_trials.c.id.in_(ids)).values(
+                state="PENDING", error=note, started_at=None, finished_at=None,
                 attempt=sweep_trials.c.attempt + 1))
+
+    def trial_states(self, sweep_id: int) -> dict[str, int]:
+        """How many of the sweep's trials are in each state (PENDING, RUNNING, COMPLETE, FAIL)."""
+        with self.engine.connect() as conn:
+            return {state: int(n) for state, n in conn.execute(
+                select(sweep_trials.c.state, func.count()).where(sweep_trials.c.sweep_id == sweep_id)
+                .group_by(sweep_trials.c.state))}
 
     def complete_trial(self, trial_id: int, trial: CompletedTrial) -> None:
         """Write a trial's measurements, summary and request outputs, and mark it COMPLETE — in one
@@ -249,38 +251,42 @@ class Store:
 
     # ---- environments -----------------------------------------------------------------------------
     def environment_id(self, fingerprint: dict[str, Any]) -> int:
-        """Id of the environment row for this fingerprint, inserted if new."""
-        h = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
-        cols = {c.name for c in sweep_environments.columns} - {"id", "fingerprint_hash", "details", "created_at"}
-        with self.engine.begin() as conn:
-            found = conn.execute(select(sweep_environments.c.id).where(sweep_environments.c.fingerprint_hash == h)).scalar()
-            if found is not None:
-                return int(found)
-            res = conn.execute(insert(sweep_environments).values(
-                fingerprint_hash=h, created_at=now(), details={k: v for k, v in fingerprint.items() if k not in cols},
-                **{k: fingerprint.get(k) for k in cols}))
-            return int(res.inserted_primary_key[0])
-
-    # ---- nightly runs -----------------------------------------------------------------------------
-    def nightly_lock(self, suite: str, holder: str, break_lock: bool = False) -> dict | None:
-        """Take the suite's lock; returns None when taken, else the current holder's row."""
+        """Id of the environment row for this fingerprint, inserted if new (safe when several controllers
+        insert the same fingerprint at once: the loser of the insert reads the winner's row)."""
         from sqlalchemy.exc import IntegrityError
 
-        with self.engine.begin() as conn:
-            if break_lock:
-                conn.execute(nightly_locks.delete().where(nightly_locks.c.suite == suite))
-            try:
-                conn.execute(insert(nightly_locks).values(suite=suite, holder=holder, acquired_at=now()))
-                return None
-            except IntegrityError:
-                pass
+        h = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
+        cols = {c.name for c in sweep_environments.columns} - {"id", "fingerprint_hash", "details", "created_at"}
+        find = select(sweep_environments.c.id).where(sweep_environments.c.fingerprint_hash == h)
         with self.engine.connect() as conn:
-            row = conn.execute(select(nightly_locks).where(nightly_locks.c.suite == suite)).mappings().first()
-            return dict(row) if row else {"suite": suite, "holder": "?", "acquired_at": None}
+            found = conn.execute(find).scalar()
+        if found is not None:
+            return int(found)
+        try:
+            with self.engine.begin() as conn:
+                res = conn.execute(insert(sweep_environments).values(
+                    fingerprint_hash=h, created_at=now(), details={k: v for k, v in fingerprint.items() if k not in cols},
+                    **{k: fingerprint.get(k) for k in cols}))
+                return int(res.inserted_primary_key[0])
+        except IntegrityError:
+            with self.engine.connect() as conn:
+                return int(conn.execute(find).scalar_one())
 
-    def nightly_unlock(self, suite: str, holder: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(nightly_locks.delete().where(nightly_locks.c.suite == suite, nightly_locks.c.holder == holder))
+    # ---- nightly runs -----------------------------------------------------------------------------
+    # ---- leases (one live owner per sweep / nightly suite; store/leases.py) ------------------------------
+    def acquire_lease(self, name: str, owner: str, host: str, pid: int, stale_after_s: float,
+                      force: bool = False, dead=lambda holder: False) -> LeaseResult:
+        return leases.acquire(self.engine, name, owner, host, pid, stale_after_s, force, dead)
+
+    def renew_lease(self, name: str, owner: str) -> bool:
+        return leases.renew(self.engine, name, owner)
+
+    def release_lease(self, name: str, owner: str) -> None:
+        leases.release(self.engine, name, owner)
+
+    def lease_holder(self, name: str) -> LeaseHolder | None:
+        with self.engine.connect() as conn:
+            return leases.holder(conn, name)
 
     def create_nightly_run(self, suite: str, history_nights: int, host: str) -> int:
         with self.engine.begin() as conn:

@@ -82,13 +82,13 @@ def test_two_nightly_runs_never_overlap(ray_session, sqlite_url, tmp_path):
     suite.write_text(SUITE)
     (tmp_path / "sweep.yaml").write_text(SPEC.format(step=0.002, night=0))
     st = Store(sqlite_url)
-    assert st.nightly_lock("fake-suite", "otherhost:123") is None  # another run holds it
+    assert st.acquire_lease("nightly:fake-suite", "otherhost:123:x", "otherhost", 123, 3600).acquired  # another run
     res = CliRunner().invoke(app, ["nightly", str(suite), "--store", sqlite_url])
-    assert res.exit_code == 2 and "otherhost:123" in res.output and "--break-lock" in res.output
-    res = CliRunner().invoke(app, ["nightly", str(suite), "--store", sqlite_url, "--break-lock",
+    assert res.exit_code == 2 and "otherhost pid 123" in res.output and "--break-lease" in res.output
+    res = CliRunner().invoke(app, ["nightly", str(suite), "--store", sqlite_url, "--break-lease",
                                    "--report-dir", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
-    assert st.nightly_lock("fake-suite", "me:1") is None  # released after the run
+    assert st.lease_holder("nightly:fake-suite") is None  # released after the run
 
 
 def test_bad_suite_file(tmp_path, sqlite_url):

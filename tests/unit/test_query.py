@@ -81,3 +81,27 @@ def test_report_writes_html_and_pngs(swept, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "Plotly" in page and "q-sweep" in page and "<script src=" not in page  # plotly.js inlined: offline
+
+
+def test_literals_are_text_and_parameters_bind(swept):
+    assert run_query(swept, "SELECT 'a;b' AS s")[1] == [{"s": "a;b"}]  # a ';' in a string is no second statement
+    assert run_query(swept, "SELECT ':sweep' AS s")[1] == [{"s": ":sweep"}]  # nor is a ':name' a parameter
+    assert run_query(swept, "SELECT '50%' AS s, name FROM sweeps WHERE name = :sweep -- a comment; with ':x'",
+                     {"sweep": "q-sweep"})[1] == [{"s": "50%", "name": "q-sweep"}]
+    with pytest.raises(QueryError, match="one statement"):
+        run_query(swept, "SELECT 'x'; SELECT 2")
+    res = CliRunner().invoke(app, ["query", "SELECT 'a;b' AS s", "--store", swept, "--format", "json"])
+    assert res.exit_code == 0 and json.loads(res.output) == [{"s": "a;b"}], res.output
+
+
+def test_a_runaway_query_is_stopped_at_its_timeout(swept):
+    import time
+
+    slow = ("SELECT pg_sleep(30)" if swept.startswith("postgresql") else
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c")
+    t0 = time.monotonic()
+    with pytest.raises(QueryError, match="timeout"):
+        run_query(swept, slow, timeout_s=1.0)
+    assert time.monotonic() - t0 < 15
+    res = CliRunner().invoke(app, ["query", slow, "--store", swept, "--timeout", "0.5"])
+    assert res.exit_code == 2 and "--timeout" in res.output, res.output

@@ -3,12 +3,13 @@ no report and no nightly report (grepped), and `specsweep submit` refuses to put
 
 from __future__ import annotations
 
-
+import pytest
 from sqlalchemy import inspect, text
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.store import Store
+from orchestrator.store.urls import display_url, has_credentials
 from orchestrator.submit import SubmitError, job_request
 
 SECRET = "pw-Zq81-secret"
@@ -46,6 +47,39 @@ def test_password_never_leaks(ray_session, pg_url, tmp_path, monkeypatch):
     files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p != url_file)
     for where, content in (("command output", "".join(outputs)), ("store rows", rows), ("reports", files)):
         assert SECRET not in content, f"password leaked into {where}"
+
+
+MASKING = [  # (URL as written, what is shown)
+    ("postgresql://u:Secr3t@h:5432/db", "postgresql+psycopg://u:***@h:5432/db"),
+    ("postgresql://u:p@ss-Secr3t@h/db", "postgresql+psycopg://u:***@h/db"),  # '@' inside the password
+    ("postgresql://u:p%40Secr3t@h/db", "postgresql+psycopg://u:***@h/db"),  # percent-encoded
+    ("postgresql://u:@h/db", "postgresql+psycopg://u:***@h/db"),  # an empty password is still a credential form
+    ("postgresql://u@h/db?password=Secr3t", "postgresql+psycopg://u@h/db?password=***"),
+    ("postgresql://u@h/db?sslmode=require&sslpassword=Secr3t", "postgresql+psycopg://u@h/db?sslmode=require&sslpassword=***"),
+    ("postgresql://u@h/db?PASSWORD=Secr3t&application_name=x", "postgresql+psycopg://u@h/db?PASSWORD=***&application_name=x"),
+    ("postgresql://u:Secr3t@h:notaport/db", "<unparseable store URL>"),
+    ("postgresql://u:Secr3t@[bad/db", "<unparseable store URL>"),
+    ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
+    ("sqlite:////tmp/x.db", "sqlite:////tmp/x.db"),
+]
+
+
+@pytest.mark.parametrize("url,shown", MASKING)
+def test_every_credential_form_is_masked(url, shown):
+    assert display_url(url) == shown
+    assert "Secr3t" not in display_url(url)
+    assert has_credentials(url) == ("Secr3t" in url or ":@" in url)
+
+
+def test_submit_refuses_a_credential_in_any_form(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC)
+    for url, _ in MASKING:
+        if "Secr3t" not in url and ":@" not in url:
+            continue
+        with pytest.raises(SubmitError) as ei:
+            job_request(spec, "secret-sweep", tmp_path, url, None)
+        assert "Secr3t" not in str(ei.value) and "--store-file" in str(ei.value) and "SPECSWEEP_DB_FILE" in str(ei.value)
 
 
 def test_submit_refuses_a_password_in_the_job(tmp_path):
