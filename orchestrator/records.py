@@ -194,3 +194,26 @@ class CompletedTrial:
     memory_kind: str | None = None
     engine_memory_mb: float | None = None
     kv_cache_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A speculative trial against its paired baseline (a sweep_trial_comparisons row)."""
+
+    baseline_trial_id: int
+    confidence: float
+    speedup: float | None = None  # median output tok/s / the baseline's (None on a fingerprint mismatch)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_ci_method: str | None = None
+    tpot_ratio: float | None = None
+    ttft_ratio: float | None = None
+    greedy_match_rate: float | None = None  # temperature 0: outputs identical to the baseline's
+    common_prefix_frac: float | None = None
+    outputs_compared: int | None = None
+    distribution_test: dict[str, Any] | None = None  # temperature > 0: first-token test
+    fingerprint_diff: list[str] | None = None  # compared fingerprint fields that differ
+    pairing_flags: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)

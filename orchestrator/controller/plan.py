@@ -128,6 +128,13 @@ class SearchSpace:
     loaded: LoadedSpec
     model_path: str
 
+    def __post_init__(self) -> None:
+        unchecked = sorted({p.label for p in self.loaded.method_points if get_method(p.method).needs_check
+                            and not p.checked})
+        if unchecked:  # their engine configs depend on facts read from the drafter
+            raise RuntimeError(f"method points {', '.join(unchecked)} were not checked: run "
+                               f"methods.checks.check_methods before planning")
+
     @property
     def labels(self) -> list[str]:
         return list(dict.fromkeys(p.label for p in self.loaded.method_points))

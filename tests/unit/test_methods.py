@@ -87,6 +87,18 @@ def test_good_drafters_pass_and_record_facts(write_spec, models):
     assert e3 == {"method": "eagle3", "model": str(models["eagle3"]), "num_speculative_tokens": 3}
 
 
+def test_checks_return_facts_and_planning_requires_them(write_spec, models):
+    text = spec_text(models, f"  dflash: {{model: {models['dflash']}, block_size: [4, 8]}}")
+    loaded = load_spec(write_spec(text))
+    made = list(loaded.method_points)
+    with pytest.raises(RuntimeError, match="not checked"):  # a DFlash engine config needs the drafter's facts
+        build_plan(loaded, str(models["target"]))
+    check_methods(loaded, str(models["target"]))
+    assert all(p.facts == {} and not p.checked for p in made)  # the points as made are never written into
+    assert [p.facts["block_size"] for p in loaded.method_points] == [8, 8] and all(p.checked for p in loaded.method_points)
+    assert len(build_plan(loaded, str(models["target"]))) == 2
+
+
 def test_k_larger_than_block(write_spec, models):
     (i,) = refused(write_spec, models, f"  dflash: {{model: {models['dflash']}, num_speculative_tokens: [7, 9]}}")
     assert i.path == "methods.dflash.num_speculative_tokens" and i.line == 6
