@@ -118,3 +118,40 @@ def test_specsweep_submit_keeps_the_password_out(ray_head, pg_url, tmp_path):
     for where, content in (("refused output", refused.stdout + refused.stderr), ("job output", ok.stdout + ok.stderr),
                            ("ray job list", jobs.stdout), ("store rows", dump)):
         assert secret not in content, f"password leaked into {where}"
+
+
+@pytest.mark.parametrize("manifest", ["kuberay-rayjob.yaml", "kuberay-raycronjob-nightly.yaml"])
+def test_kuberay_entrypoints_run_as_ray_jobs(ray_head, pg_url, tmp_path, manifest):
+    """The exact entrypoint and runtime env of each KubeRay manifest, submitted to a local head with a working
+    dir laid out like the image's (/opt/specsweep) whose specs at the same relative paths use the fake backend."""
+    import json
+    import shlex
+
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "cluster" / manifest).read_text())
+    job = doc["spec"]["jobTemplate"] if doc["kind"] == "RayCronJob" else doc["spec"]
+    args = shlex.split(job["entrypoint"])
+    workdir = tmp_path / "image-workdir"
+    fake = FAKE_JOB.replace("fake-submit", f"fake-{manifest.split('.')[0]}")
+    for arg in args:  # every file the entrypoint names, at the same relative path
+        if arg.endswith(".yaml"):
+            target = workdir / arg
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if "suite" in arg:
+                (workdir / "sweeps").mkdir(exist_ok=True)
+                (workdir / "sweeps" / "fake-night.yaml").write_text(fake)
+                target.write_text("suite: kuberay-fake\nsweeps: [../sweeps/fake-night.yaml]\n")
+            else:
+                target.write_text(fake)
+    runtime_env = yaml.safe_load(job["runtimeEnvYAML"])
+    url_file = tmp_path / "store-url"  # the mounted Secret's file
+    url_file.write_text(pg_url + "\n")
+    runtime_env["env_vars"]["SPECSWEEP_DB_FILE"] = str(url_file)
+    cmd = [str(BIN / "ray"), "job", "submit", "--address", ray_head[0], "--working-dir", str(workdir),
+           "--runtime-env-json", json.dumps(runtime_env), "--", *args]
+    r = subprocess.run(cmd, env=ray_head[1], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "succeeded" in (r.stdout + r.stderr), (r.stdout[-3000:], r.stderr[-2000:])
+    st = Store(pg_url)
+    names = [s["name"] for s in st.list_sweeps()]
+    assert any(n.startswith(f"fake-{manifest.split('.')[0]}") for n in names), names
