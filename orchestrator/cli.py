@@ -131,7 +131,7 @@ def run(
 ) -> None:
     """Run a sweep (or resume one of the same name and spec) and print its results. Exit 0 only when every
     trial of the sweep is COMPLETE."""
-    from .controller.lease import LeaseHeld
+    from .controller.lease import LeaseHeld, LeaseSettingError
     from .controller.runner import run_sweep
     from .models import ModelError
     from .render import SweepConsole, print_results, sweep_state_line
@@ -144,7 +144,7 @@ def run(
                                 new_name=new_name, break_lease=break_lease)
     except SpecError as e:
         _refuse(e)
-    except (LeaseHeld, ValueError) as e:  # ValueError: a bad SPECSWEEP_LEASE_TIMEOUT_S
+    except (LeaseHeld, LeaseSettingError) as e:
         _fail(str(e))
     except ModelError as e:
         _fail(f"{spec}: target.model: {e}")
@@ -261,7 +261,7 @@ def nightly(
     from pathlib import Path
 
     from .errors import EXIT_REGRESSION
-    from .controller.lease import LeaseHeld
+    from .controller.lease import LeaseHeld, LeaseSettingError
     from .nightly import load_suite, run_nightly
     from .render import SweepConsole
 
@@ -273,7 +273,7 @@ def nightly(
     try:
         out = run_nightly(suite, files, st, ray_address=ray_address, report_dir=Path(report_dir), break_lease=break_lease,
                           emit=SweepConsole(console, err_console))
-    except (LeaseHeld, ValueError) as e:
+    except (LeaseHeld, LeaseSettingError) as e:
         _fail(str(e))
     except SpecError as e:
         _refuse(e)

@@ -22,6 +22,10 @@ from ..store.leases import LeaseHolder
 DEFAULT_TIMEOUT_S = 120.0
 
 
+class LeaseSettingError(ValueError):
+    """SPECSWEEP_LEASE_TIMEOUT_S is not a positive number of seconds."""
+
+
 def lease_timeout_s() -> float:
     """Seconds without a heartbeat after which a lease is stale: $SPECSWEEP_LEASE_TIMEOUT_S, default 120."""
     raw = os.environ.get("SPECSWEEP_LEASE_TIMEOUT_S")
@@ -30,9 +34,9 @@ def lease_timeout_s() -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"SPECSWEEP_LEASE_TIMEOUT_S={raw!r}: expected seconds (a number > 0)") from None
+        raise LeaseSettingError(f"SPECSWEEP_LEASE_TIMEOUT_S={raw!r}: expected seconds (a number > 0)") from None
     if value <= 0:
-        raise ValueError(f"SPECSWEEP_LEASE_TIMEOUT_S={raw!r}: expected seconds (a number > 0)")
+        raise LeaseSettingError(f"SPECSWEEP_LEASE_TIMEOUT_S={raw!r}: expected seconds (a number > 0)")
     return value
 
 

@@ -101,11 +101,9 @@ def _statement(sql: str) -> tuple[str, list[tuple[str, str]]]:
     """The one statement in `sql` (comments and a trailing `;` dropped), and its pieces."""
     pieces = [(k, t) for k, t in scan(sql) if k != "comment"]
     code = "".join(t if k == "code" else " " for k, t in pieces)
-    body_pieces = pieces
-    stripped = code.rstrip().rstrip(";")
-    if ";" in stripped:
+    if ";" in code.rstrip().rstrip(";"):
         raise QueryError("one statement per query (found a second statement after ';')")
-    body = "".join(t for _, t in body_pieces).strip()
+    body = "".join(t for _, t in pieces).strip()
     if body.endswith(";"):
         body = body[:-1].rstrip()
     return body, scan(body)
