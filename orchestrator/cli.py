@@ -192,6 +192,7 @@ def compare(
     from .render import compare_table, print_results
     from .validity import FingerprintMismatch
 
+    _check_format(fmt)
     st = _open_sweep_store(store, sweep_a, sweep_b)
     try:
         rows = compare_sweeps(st, sweep_a, sweep_b, allow_mismatch)

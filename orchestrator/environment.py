@@ -9,6 +9,7 @@ import platform
 import socket
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import __version__
@@ -55,6 +56,33 @@ def _gpus() -> dict[str, Any]:
     }
 
 
+def _torch_cuda_version() -> str | None:
+    """torch.version.cuda without importing torch (seconds, and ~1 GB, in a process that does not run it):
+    from the imported module when a vLLM engine has loaded it, else from torch/version.py's own text."""
+    import sys
+
+    if "torch" in sys.modules:
+        return getattr(getattr(sys.modules["torch"], "version", None), "cuda", None)
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        try:
+            text = (Path(folder) / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        m = re.search(r"^cuda(?:\s*:\s*[^=]+)?\s*=\s*(?:'([^']*)'|\"([^\"]*)\"|None)\s*$", text, re.M)
+        if m:
+            return m.group(1) or m.group(2) or None
+    return None
+
+
 def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     fp: dict[str, Any] = {
         "hostname": socket.gethostname(),
@@ -72,12 +100,7 @@ def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "specsweep_version": __version__,
         "platform": platform.platform(),
     }
-    try:
-        import torch  # already imported by the engine process when vLLM runs
-
-        fp["cuda_version"] = torch.version.cuda
-    except Exception:
-        pass
+    fp["cuda_version"] = _torch_cuda_version()
     for var in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
         if var in os.environ:
             fp[f"env_{var}"] = os.environ[var]

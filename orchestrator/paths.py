@@ -42,17 +42,25 @@ def default_store_url() -> str:
 
 
 @contextlib.contextmanager
-def atomic_folder(out: Path) -> Iterator[Path]:
+def atomic_folder(out: Path, replace: bool = True) -> Iterator[Path]:
     """Yield a temporary sibling folder to fill; on success it replaces `out` in one rename, on any error it
-    is removed: a crash or a full disk never leaves a half-written model or drafter folder behind."""
+    is removed: a crash or a full disk never leaves a half-written model or drafter folder behind.
+    `replace=False`: when another process finished `out` meanwhile, keep its folder (it may be in use, e.g.
+    loaded by an engine) and drop ours — the first writer wins."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         yield tmp
         if out.exists():
+            if not replace:
+                return
             shutil.rmtree(out)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if replace or not out.exists():  # another writer's rename won the race: theirs stays
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

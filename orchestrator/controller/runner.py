@@ -193,23 +193,41 @@ class SweepController:
     def _loop(self, pool: EnginePool, guard: _SignalGuard) -> None:
         timeout_s = self.spec.search.timeout_s
         deadline = self.t_start + timeout_s if timeout_s else None
+        timed_out = False
         while True:
             guard.check(self.lease)
-            for run in self.strategy.next_runs(pool):
-                self._handle(pool.submit(run))
-            if deadline is not None and time.perf_counter() >= deadline and not pool.closing:
-                # wall-clock budget spent: running trials finish, nothing new starts
-                if pool.pending:
-                    self.emit(ev.SweepWarning(f"search.timeout_s reached: {len(pool.pending)} trials left PENDING "
-                                              f"(run again to continue)"))
-                pool.pending.clear()
-                pool.closing = True
+            if not timed_out:
+                for run in self.strategy.next_runs(pool):
+                    self._handle(pool.submit(run))
+            if deadline is not None and not timed_out and time.perf_counter() >= deadline:
+                # wall-clock budget spent: running trials finish, nothing new starts (a grid has submitted every
+                # trial at once, so this is checked whether or not the strategy has more to give)
+                timed_out = True
+                self._time_is_up(pool)
             if self.strategy.exhausted(pool):
                 pool.closing = True
             if not pool.busy:
+                if timed_out:
+                    self._requeue_between_rounds(pool)  # windows that finished after the deadline
                 return
             self._handle(pool.step(wait_s=0.5))
             guard.check(self.lease)
+
+    def _time_is_up(self, pool: EnginePool) -> None:
+        """search.timeout_s: trials not yet dispatched stay PENDING; rotated trials between rounds (some windows
+        measured) go back to PENDING and run whole on the next run."""
+        left = len({run.trial_id for run in list(pool.pending) + self.strategy.waiting})
+        if left:
+            self.emit(ev.SweepWarning(f"search.timeout_s reached: {left} trials left PENDING (run again to continue)"))
+        self._requeue_between_rounds(pool)
+        pool.pending.clear()
+        pool.closing = True
+
+    def _requeue_between_rounds(self, pool: EnginePool) -> None:
+        for run in list(pool.pending) + self.strategy.waiting:
+            if run.windows:  # RUNNING in the store, some windows measured: they are lost with the trial
+                self.store.requeue_trial(run.trial_id, "search.timeout_s reached between its windows; runs again")
+        self.strategy.waiting.clear()
 
     def _interrupted(self, pool: EnginePool, why: str) -> RunOutcome:
         """Engines killed; trials being measured, and rotated trials between rounds, go back to PENDING (their

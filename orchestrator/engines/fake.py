@@ -7,7 +7,9 @@ in proportion to the tokens in the batch). In each step a request gets 1 bonus t
 drafts: draft position i is accepted with probability `acceptance[i]` given position i-1 was. Random draws
 come from a generator seeded by (seed, request id), so a run is deterministic for a seed whatever the
 interleaving. Output tokens depend on the prompt only, so speculative and baseline outputs are identical
-(lossless), as in vLLM.
+(lossless), as in vLLM. At temperature > 0 the first token is sampled from four candidates (a generator
+seeded by the request id and prompt), the same distribution for every method; `output_fault: diverge`
+makes an engine with K > 0 lossy (other tokens at temperature 0, other first-token candidates above it).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class FakeBackend(EngineBackend):
         self.noise = knobs.noise
         self.noise_seed = knobs.noise_seed
         self.counter_fault = knobs.counter_fault
+        self.lossy = knobs.output_fault == "diverge" and self.k > 0
+        self.attention_backend = "simulated-other" if config.method_label in knobs.other_environment_methods else "none"
         self.slowdown = 1.0  # this window's noise factor (begin_window draws it)
         self._windows = 0
         self._waiting: list[_Running] = []
@@ -123,6 +127,10 @@ class FakeBackend(EngineBackend):
         # Output length depends on the prompt (or max_tokens with ignore_eos), never on the method.
         n_out = sampling.max_tokens if sampling.ignore_eos else max(1, min(sampling.max_tokens, 8 + digest[0] % 120))
         tokens = [digest[i % 32] * 7 + i for i in range(n_out)]
+        if sampling.temperature > 0:  # sampled first token: one of four, the same distribution for every method
+            tokens[0] = 10_000 + random.Random(f"{request_id}/{text}").randrange(4) + (4 if self.lossy else 0)
+        elif self.lossy:
+            tokens[1:] = [t + 1 for t in tokens[1:]]
         req = _Running(tokens=tokens, rng=random.Random(f"{self.seed}/{request_id}/{text}"))
         self._waiting.append(req)
         self._wakeup.set()
@@ -142,7 +150,8 @@ class FakeBackend(EngineBackend):
         return DraftCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, list(c.accepted_per_pos))
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "fake", "attention_backend": "none", "note": "simulated engine; not a measurement"}
+        return {"backend": "fake", "attention_backend": self.attention_backend,
+                "note": "simulated engine; not a measurement"}
 
     async def stop(self) -> None:
         if self._loop_task is not None:

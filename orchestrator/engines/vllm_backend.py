@@ -183,6 +183,7 @@ class VllmBackend(EngineBackend):
                 sizes = getattr(comp, "cudagraph_capture_sizes", None)
                 info["cudagraph_capture_sizes"] = list(sizes) if sizes else None
                 info["enforce_eager"] = bool(cfg.model_config.enforce_eager)
+                info["model_dtype_effective"] = str(cfg.model_config.dtype).replace("torch.", "")  # what vLLM ran
         except Exception as e:  # fingerprint facts are best effort; the row says what was missing
             info["describe_error"] = f"{type(e).__name__}: {e}"
         info["machine"] = platform.machine()

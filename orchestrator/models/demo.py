@@ -48,7 +48,7 @@ def ensure_demo_model(alias: str = "smollm2-135m-instruct", root: Path | None = 
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise ModelError(f"converting the demo model needs transformers, gguf and accelerate: {e}") from None
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, replace=False) as tmp:  # two first runs at once: the first conversion wins
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.bfloat16)
         # GGUF-loaded models refuse save_pretrained until the quantizer is dropped (weights are dequantised).

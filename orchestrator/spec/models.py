@@ -50,6 +50,13 @@ class FakeEngineSpec(_Strict):
     counter_fault: Literal["none", "inflate", "nan"] = Field(
         "none", description="corrupt the speculative counters: `inflate` reports more accepted tokens than "
         "drafted (AL > K + 1), `nan` reports accepted tokens without drafts (AL undefined)")
+    other_environment_methods: list[str] = Field(
+        default_factory=list, description="method labels whose engines report another attention backend, as "
+        "if measured in another environment (tests of fingerprint_mismatch and allow_mismatch)")
+    output_fault: Literal["none", "diverge"] = Field(
+        "none", description="corrupt speculative outputs: with `diverge` an engine with K > 0 answers differently "
+        "from the baseline (from the second token at temperature 0; a shifted first-token distribution at "
+        "temperature > 0), as a lossy drafter or verifier bug would")
 
     @field_validator("acceptance")
     @classmethod

@@ -144,16 +144,22 @@ def _set_timeout(conn, timeout_s: float) -> None:
     raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
 
 
+def refuse_writes(pieces: list[tuple[str, str]]) -> None:
+    """The first line of defence (a clear message before any connection): only statements that read. The
+    connection itself is read-only too (`read_only_engine`), for whatever slips past this word check."""
+    first = "".join(t for k, t in pieces if k == "code").lstrip()
+    if WRITE_WORDS.match(first) or not first.lower().startswith(READ_ONLY_START):
+        raise QueryError(f"refused: specsweep query is read-only (SELECT, WITH, EXPLAIN or VALUES); got "
+                         f"{first.split()[0].upper()!r}. Write with psql/sqlite3 if you really mean to")
+
+
 def run_query(url: str, sql: str, params: dict[str, Any] | None = None,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[dict]]:
     """(column names, rows) of one read-only statement, ended after `timeout_s` seconds."""
     body, pieces = _statement(sql)
     if not body:
         raise QueryError("empty query")
-    first = "".join(t for k, t in pieces if k == "code").lstrip()
-    if WRITE_WORDS.match(first) or not first.lower().startswith(READ_ONLY_START):
-        raise QueryError(f"refused: specsweep query is read-only (SELECT, WITH, EXPLAIN or VALUES); got "
-                         f"{first.split()[0].upper()!r}. Write with psql/sqlite3 if you really mean to")
+    refuse_writes(pieces)
     names = {n for k, t in pieces if k == "code" for n in _code_params(t)}
     bound = {n: None for n in names}
     bound.update({k: v for k, v in (params or {}).items() if k in names})

@@ -165,6 +165,7 @@ def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
 
     run = run_training(s, model, work / "train_state_dflash.pt", len(data["tokens"]), step_fn, progress)
     result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
+              "resumed_from_step": run["resumed_from_step"],
               "final_losses": tail_means(run["history"], "losses", 1),
               "final_accuracy": tail_means(run["history"], "accuracy", bs - 1)}
     weights = model.export_weights()

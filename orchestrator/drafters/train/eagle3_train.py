@@ -102,6 +102,7 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
 
     run = run_training(s, model, work / "train_state.pt", len(data["tokens"]), step_fn, progress)
     result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
+              "resumed_from_step": run["resumed_from_step"],
               "final_losses": tail_means(run["history"], "losses", s.ttt_steps),
               "final_accuracy": tail_means(run["history"], "accuracy", s.ttt_steps),
               "draft_vocab_size": len(target_ids)}

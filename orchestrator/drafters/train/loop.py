@@ -39,6 +39,7 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
             step, history = state["step"], state["history"]
     t0 = time.perf_counter()
     stopped_early = False
+    resumed_from = step
     while step < s.steps:
         if s.max_minutes is not None and time.perf_counter() - t0 > 60 * s.max_minutes:
             stopped_early = True
@@ -62,7 +63,7 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
                         "history": history}, tmp)
             tmp.replace(checkpoint)
     return {"steps_done": step, "stopped_early": stopped_early, "seconds": time.perf_counter() - t0,
-            "history": history}
+            "history": history, "resumed_from_step": resumed_from}
 
 
 def tail_means(history: list[dict], key: str, n: int, last: int = 20) -> list[float | None]:

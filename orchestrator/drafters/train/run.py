@@ -108,8 +108,11 @@ def _target(target: str) -> tuple[str, dict]:
 
 
 def _check_disk(folder: Path, need_bytes: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
+    """Refuse before anything is written when the disk under `folder` (or its nearest existing parent) is short."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
     if free < need_bytes:
         raise TrainError(f"not enough disk space in {folder}: {free / 1e6:.0f} MB free, about "
                          f"{need_bytes / 1e6:.0f} MB needed for the features and the drafter "
@@ -143,11 +146,13 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         return out, json.loads((out / "manifest.json").read_text())
     work = cache_dir() / "drafters" / "work" / out.name  # training checkpoints of this drafter
     data_dir = cache_dir() / "drafters" / "data" / f"{target_name(s)}-{s.data_key()}"
-    data_dir.mkdir(parents=True, exist_ok=True)
     hidden = target_cfg["hidden_size"]
     n_layers = len(_feature_layers(target_cfg))
-    work.mkdir(parents=True, exist_ok=True)
     _check_disk(work.parent, int(s.num_prompts * (s.max_tokens + 120) * n_layers * hidden * 2 * 1.3) + 200_000_000)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if force:  # train again from step 0: the finished run's checkpoint would only be resumed (the data is kept)
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     stages: list[Stage] = []
 
