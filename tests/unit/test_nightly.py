@@ -1,9 +1,10 @@
-"""Nightly regression runs through real Ray and SQLite/PostgreSQL with the fake backend: ten nights of
-history with injected per-window noise, then a night with an injected slowdown (detected, exit 3, report)
-and a night of plain noise (no regression); the suite lock; verdict arithmetic."""
+"""Nightly regression runs through real Ray and SQLite/PostgreSQL with the fake backend: nights of history
+with injected per-window noise, a night on another fingerprint (excluded), a night with an injected slowdown
+(detected, exit 3, report) and a night of plain noise (no regression); the suite lease; verdict arithmetic."""
 
 from __future__ import annotations
 
+import json
 
 from typer.testing import CliRunner
 
@@ -43,41 +44,54 @@ def test_verdicts():
     assert v == "insufficient data" and med == 100 and change is None
 
 
-def test_ten_nights_then_a_regression_and_plain_noise(ray_session, sqlite_url, tmp_path):
-    store_url = sqlite_url  # the nightly tables on PostgreSQL: test_query.py, test_secrets.py, test_migrations.py
+def test_nights_of_history_a_regression_and_plain_noise(ray_session, store_url, tmp_path):
+    """On SQLite and PostgreSQL: four nights of history, a night on another fingerprint (excluded from every
+    later history), a night with an injected slowdown (exit 3, report) and a night of plain noise."""
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     runner = CliRunner()
 
-    def night(n: int, step: float = 0.004):
-        (tmp_path / "sweep.yaml").write_text(SPEC.format(step=step, night=n))
+    def night(n: int, step: float = 0.004, dtype: str = "bfloat16"):
+        text = SPEC.format(step=step, night=n).replace("{model: fake-model}", f"{{model: fake-model, dtype: {dtype}}}")
+        (tmp_path / "sweep.yaml").write_text(text)
         return runner.invoke(app, ["nightly", str(suite), "--store", store_url, "--report-dir", str(tmp_path / "r")])
 
-    for n in range(10):
+    for n in range(4):
         res = night(n)
         assert res.exit_code == 0, res.output
     st = Store(store_url)
     first = st.nightly_history(1)
     assert first and {r["verdict"] for r in first} == {"insufficient data"}  # no history on night 1
-    # night 11: every engine step twice as slow -> throughput halves, TPOT doubles
-    res = night(10, step=0.008)
+    assert {r["history_n"] for r in st.nightly_history(4)} == {3}  # nights 1-3 before night 4
+    # night 5 runs in another environment (dtype): nothing before it is comparable, and it is no history later
+    res = night(4, dtype="float32")
+    assert res.exit_code == 0, res.output
+    other = st.nightly_history(5)
+    assert {(r["verdict"], r["history_n"]) for r in other} == {("insufficient data", 0)}
+    assert all("4 previous nights excluded: different environment fingerprint" in r["note"] for r in other)
+    # night 6: every engine step twice as slow -> throughput halves, TPOT doubles
+    res = night(5, step=0.008)
     assert res.exit_code == 3, res.output
     assert "regression" in res.output
-    bad = [r for r in st.nightly_history(11) if r["verdict"] == "regression"]
+    bad = [r for r in st.nightly_history(6) if r["verdict"] == "regression"]
     assert {(r["label"], r["metric"]) for r in bad} >= {("ngram", "output_tok_s"), ("ngram", "tpot_ms_p50")}
-    assert all(r["history_n"] == 7 for r in bad)  # the median of the previous 7 nights
-    report = (tmp_path / "r" / "nightly-fake-suite-11.md").read_text()
+    assert all(r["history_n"] == 4 and "1 previous nights excluded" in r["note"] for r in bad)  # night 5 left out
+    report = (tmp_path / "r" / "nightly-fake-suite-6.md").read_text()
     assert "**regression**" in report and "output_tok_s" in report
-    # night 12: plain noise again (the regressed night is in its history, the median shrugs it off)
-    res = night(11)
+    # night 7: plain noise again (the regressed night is in its history, the median shrugs it off)
+    res = night(6)
     assert res.exit_code == 0, res.output
-    assert not [r for r in st.nightly_history(12) if r["verdict"] == "regression"]
-    # the views users query
+    assert {r["history_n"] for r in st.nightly_history(7)} == {5}
+    assert not [r for r in st.nightly_history(7) if r["verdict"] == "regression"]
+    # the saved query users run
     res = runner.invoke(app, ["query", "--saved", "nightly-regressions", "--store", store_url, "--format", "json"])
-    assert res.exit_code == 0 and '"verdict": "regression"' in res.output
+    assert res.exit_code == 0, res.output
+    assert {(r["metric"], r["verdict"]) for r in json.loads(res.output)} >= {("output_tok_s", "regression")}
 
 
-def test_two_nightly_runs_never_overlap(ray_session, sqlite_url, tmp_path):
+def test_two_nightly_runs_never_overlap(ray_session, store_url, tmp_path):
+    """The suite lease on SQLite and PostgreSQL (there a held lease is met by the insert's IntegrityError)."""
+    sqlite_url = store_url
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     (tmp_path / "sweep.yaml").write_text(SPEC.format(step=0.002, night=0))

@@ -27,11 +27,14 @@ measurement: {repeats: 2, warmup_requests: 0, order: blocked}
 """
 
 
-@pytest.fixture
-def swept(ray_session, store_url, write_spec):
-    st = Store(store_url)
-    run_sweep(load_spec(write_spec(SPEC)), st)
-    return store_url
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def swept(request, ray_session, tmp_path_factory):
+    """One sweep per database for the whole module: every test here only reads it."""
+    folder = tmp_path_factory.mktemp("q-sweep")
+    url = f"sqlite:///{folder / 'results.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_module_url")
+    (folder / "spec.yaml").write_text(SPEC)
+    run_sweep(load_spec(folder / "spec.yaml"), Store(url))
+    return url
 
 
 def test_query_reads_and_refuses_writes(swept):
@@ -45,6 +48,19 @@ def test_query_reads_and_refuses_writes(swept):
         with pytest.raises(QueryError, match="read-only"):
             run_query(swept, "WITH d AS (DELETE FROM sweeps RETURNING id) SELECT * FROM d")
     assert run_query(swept, "SELECT count(*) AS n FROM sweeps")[1][0]["n"] == 1  # nothing was deleted
+
+
+def test_the_connection_itself_is_read_only(swept, monkeypatch):
+    """With the word check switched off, the database still refuses every write (SQLite mode=ro, PostgreSQL
+    default_transaction_read_only)."""
+    from orchestrator.store import query
+
+    monkeypatch.setattr(query, "refuse_writes", lambda pieces: None)
+    for sql in ("DELETE FROM sweeps", "UPDATE sweeps SET name = 'x'", "CREATE TABLE t (x INTEGER)"):
+        with pytest.raises(QueryError, match="read-only"):
+            run_query(swept, sql)
+    assert run_query(swept, "SELECT count(*) AS n FROM sweeps")[1][0]["n"] == 1
+    assert run_query(swept, "SELECT name FROM sweeps")[1] == [{"name": "q-sweep"}]
 
 
 def test_saved_queries_cli_and_dataframe(swept):
@@ -61,6 +77,13 @@ def test_saved_queries_cli_and_dataframe(swept):
     assert res.exit_code == 2 and "best-by-method" in res.output  # lists what exists
     df = dataframe("crossover", store_url=swept, sweep="q-sweep")
     assert len(df) == 2 and set(df["crossover_concurrency"].dropna()) == {4}  # verification cost: K=3 loses at 4
+    # the saved `pareto` query returns exactly the rows trial_results marks as on the front
+    front = {r["trial"] for r in Store(swept).trial_results("q-sweep") if r["on_pareto_front"]}
+    res = runner.invoke(app, ["query", "--saved", "pareto", "--store", swept, "-p", "sweep=q-sweep", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert front and {r["trial"] for r in json.loads(res.output)} == front
+    res = runner.invoke(app, ["query", "--saved", "flagged", "--store", swept, "--format", "json"])
+    assert res.exit_code == 0 and json.loads(res.output) == [], res.output  # a clean sweep flags nothing
     df = dataframe("SELECT * FROM method_summary", store_url=swept)
     assert len(df) == 2 and set(df["num_speculative_tokens"]) <= {2, 3}
 

@@ -4,7 +4,9 @@ the fake backend (its injected faults: acceptance 0, inflated and NaN counters, 
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -180,8 +182,98 @@ def test_compare_refuses_different_fingerprints(ray_session, write_spec, sqlite_
     runner = CliRunner()
     res = runner.invoke(app, ["compare", "night1", "night2", "--store", sqlite_url, "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert '"output_tok_s_ratio"' in res.output
+    rows = {(r["label"], r["concurrency"]): r for r in json.loads(res.output)}
+    assert set(rows) == {("baseline", 2), ("ngram", 2)}
+    for (label, conc), r in rows.items():  # B / A of the stored medians, row by row
+        (a,) = [x for x in st.trial_results("night1") if x["label"] == label and x["concurrency"] == conc]
+        (b,) = [x for x in st.trial_results("night2") if x["label"] == label and x["concurrency"] == conc]
+        assert math.isclose(r["output_tok_s_ratio"], b["output_tok_s"] / a["output_tok_s"], rel_tol=1e-6), r
     res = runner.invoke(app, ["compare", "night1", "other", "--store", sqlite_url])
     assert res.exit_code == 2 and "workload_hash" in res.output and "--allow-mismatch" in res.output
     res = runner.invoke(app, ["compare", "night1", "other", "--store", sqlite_url, "--allow-mismatch", "workload_hash"])
     assert res.exit_code == 0, res.output
+
+
+def test_outputs_that_differ_from_the_baseline_are_flagged_lossy(ray_session, write_spec, sqlite_url):
+    """temperature 0: a K > 0 engine whose answers diverge from the baseline's (fake: output_fault) -> lossy?"""
+    st = Store(sqlite_url)
+    one = SPEC.replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]")
+    for name, fault in (("honest", "none"), ("lossy", "diverge")):
+        text = one.replace("name: validity", f"name: {name}").replace("token_cost: 0.5,", f"token_cost: 0.5, output_fault: {fault},")
+        run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
+    (ok,) = [r for r in st.trial_results("honest") if r["method"] == "ngram"]
+    (bad,) = [r for r in st.trial_results("lossy") if r["method"] == "ngram"]
+    assert ok["greedy_match_rate"] == 1.0 and "lossy?" not in (ok["flags"] or "")
+    assert bad["greedy_match_rate"] == 0.0 and 0 < bad["common_prefix_frac"] < 0.2, bad  # only the first token agrees
+    assert "lossy?" in bad["flags"].split(","), bad["flags"]
+    res = CliRunner().invoke(app, ["query", "--saved", "flagged", "--store", sqlite_url, "-p", "sweep=lossy",
+                                   "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert [(r["label"], "lossy?" in r["flags"]) for r in json.loads(res.output)] == [("ngram", True)]
+
+
+def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spec, sqlite_url):
+    """temperature > 0: no token-by-token check; the chi-square test of the first output token flags a shifted
+    distribution (fake: output_fault diverge) and leaves a faithful one alone."""
+    st = Store(sqlite_url)
+    sampled = (SPEC.replace("repeats: 3", "repeats: 2").replace("concurrency: [1, 6]", "concurrency: [4]")
+               .replace("num_prompts: 6, max_tokens: 24", "num_prompts: 16, max_tokens: 8, temperature: 0.8"))
+    for name, fault in (("t-honest", "none"), ("t-shift", "diverge")):
+        text = sampled.replace("name: validity", f"name: {name}").replace("token_cost: 0.5,", f"token_cost: 0.5, output_fault: {fault},")
+        run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
+    (ok,) = [r for r in st.trial_results("t-honest") if r["method"] == "ngram"]
+    (bad,) = [r for r in st.trial_results("t-shift") if r["method"] == "ngram"]
+    tests = {}
+    for name, r in (("ok", ok), ("bad", bad)):
+        assert r["greedy_match_rate"] is None  # sampled outputs are never compared token by token
+        tests[name] = st.comparison(r["trial_id"])["distribution_test"]
+        assert tests[name]["n_spec"] == tests[name]["n_baseline"] == 32, tests[name]
+    assert tests["ok"]["p_value"] > 0.01 and "distribution_shift?" not in (ok["flags"] or ""), tests["ok"]
+    assert tests["bad"]["p_value"] < 1e-6 and "distribution_shift?" in bad["flags"].split(","), tests["bad"]
+
+
+def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_spec, sqlite_url):
+    st = Store(sqlite_url)
+    text = (SPEC.replace("token_cost: 0.5,", "token_cost: 0.5, fail_start_methods: [baseline],")
+            .replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]"))
+    out = run_sweep(load_spec(write_spec(text)), st)
+    assert out.completed == 1 and out.failed == 1
+    (r,) = [r for r in st.trial_results("validity") if r["method"] == "ngram"]
+    (b,) = [r for r in st.trial_results("validity") if r["method"] == "baseline"]
+    assert b["state"] == "FAIL" and r["state"] == "COMPLETE" and r["baseline_trial_id"] == b["trial_id"]
+    assert r["speedup"] is None and "baseline_failed" in r["flags"].split(","), r
+
+
+def test_cuda_version_is_read_without_importing_torch(tmp_path, monkeypatch):
+    import importlib.machinery
+    import importlib.util
+
+    from orchestrator import environment
+
+    pkg = tmp_path / "torch"
+    pkg.mkdir()
+    (pkg / "version.py").write_text("from typing import Optional\n__version__ = '9.9'\ncuda: Optional[str] = '12.8'\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(pkg)]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert environment._torch_cuda_version() == "12.8" and "torch" not in sys.modules
+    (pkg / "version.py").write_text("cuda: Optional[str] = None\n")
+    assert environment._torch_cuda_version() is None
+
+
+def test_a_baseline_from_another_environment_gives_no_speedup_unless_allowed(ray_session, write_spec, sqlite_url):
+    """The fake's ngram engine reports another attention backend (a compared fingerprint field): the pairing
+    refuses the speedup and flags fingerprint_mismatch; measurement.allow_mismatch names the field -> compared."""
+    st = Store(sqlite_url)
+    one = (SPEC.replace("token_cost: 0.5,", "token_cost: 0.5, other_environment_methods: [ngram],")
+           .replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]"))
+    run_sweep(load_spec(write_spec(one.replace("name: validity", "name: strict"), "strict.yaml")), st)
+    allowed = one.replace("name: validity", "name: allowed").replace("warmup_requests: 0", "warmup_requests: 0, allow_mismatch: [attention_backend]")
+    run_sweep(load_spec(write_spec(allowed, "allowed.yaml")), st)
+    (strict,) = [r for r in st.trial_results("strict") if r["method"] == "ngram"]
+    (ok,) = [r for r in st.trial_results("allowed") if r["method"] == "ngram"]
+    assert strict["speedup"] is None and "fingerprint_mismatch" in strict["flags"].split(","), strict
+    assert strict["baseline_trial_id"] is not None and "attention_backend" in str(strict["fingerprint_diff"]), strict
+    assert ok["speedup"] is not None and "fingerprint_mismatch" not in (ok["flags"] or ""), ok
+    assert ok["greedy_match_rate"] == 1.0
