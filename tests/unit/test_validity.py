@@ -205,7 +205,7 @@ def test_outputs_that_differ_from_the_baseline_are_flagged_lossy(ray_session, wr
     (bad,) = [r for r in st.trial_results("lossy") if r["method"] == "ngram"]
     assert ok["greedy_match_rate"] == 1.0 and "lossy?" not in (ok["flags"] or "")
     assert bad["greedy_match_rate"] == 0.0 and 0 < bad["common_prefix_frac"] < 0.2, bad  # only the first token agrees
-    assert "lossy?" in bad["flags"].split(","), bad["flags"]
+    assert "lossy?" in (bad["flags"] or "").split(","), bad["flags"]
     res = CliRunner().invoke(app, ["query", "--saved", "flagged", "--store", sqlite_url, "-p", "sweep=lossy",
                                    "--format", "json"])
     assert res.exit_code == 0, res.output
@@ -229,7 +229,7 @@ def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spe
         tests[name] = st.comparison(r["trial_id"])["distribution_test"]
         assert tests[name]["n_spec"] == tests[name]["n_baseline"] == 32, tests[name]
     assert tests["ok"]["p_value"] > 0.01 and "distribution_shift?" not in (ok["flags"] or ""), tests["ok"]
-    assert tests["bad"]["p_value"] < 1e-6 and "distribution_shift?" in bad["flags"].split(","), tests["bad"]
+    assert tests["bad"]["p_value"] < 1e-6 and "distribution_shift?" in (bad["flags"] or "").split(","), tests["bad"]
 
 
 def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_spec, sqlite_url):
@@ -241,7 +241,7 @@ def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_
     (r,) = [r for r in st.trial_results("validity") if r["method"] == "ngram"]
     (b,) = [r for r in st.trial_results("validity") if r["method"] == "baseline"]
     assert b["state"] == "FAIL" and r["state"] == "COMPLETE" and r["baseline_trial_id"] == b["trial_id"]
-    assert r["speedup"] is None and "baseline_failed" in r["flags"].split(","), r
+    assert r["speedup"] is None and "baseline_failed" in (r["flags"] or "").split(","), r
 
 
 def test_cuda_version_is_read_without_importing_torch(tmp_path, monkeypatch):
