@@ -82,30 +82,28 @@ def pg_server_url():
     admin.dispose()
 
 
-@pytest.fixture
-def pg_url(pg_server_url):
-    """PostgreSQL URL with all specsweep tables emptied (one database per run, clean per test)."""
+def _emptied(url: str) -> str:
+    """Drop every table, view and sequence of the database at `url`; return the URL."""
     import sqlalchemy as sa
 
-    eng = sa.create_engine(pg_server_url)
+    eng = sa.create_engine(url)
     with eng.begin() as c:
         c.execute(sa.text("DROP SCHEMA public CASCADE"))
         c.execute(sa.text("CREATE SCHEMA public"))
     eng.dispose()
-    return pg_server_url
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_server_url):
+    """PostgreSQL URL with all specsweep tables emptied (one database per run, clean per test)."""
+    return _emptied(pg_server_url)
 
 
 @pytest.fixture(scope="module")
 def pg_module_url(pg_server_url):
     """The run's PostgreSQL database emptied once for a module whose tests share read-only data."""
-    import sqlalchemy as sa
-
-    eng = sa.create_engine(pg_server_url)
-    with eng.begin() as c:
-        c.execute(sa.text("DROP SCHEMA public CASCADE"))
-        c.execute(sa.text("CREATE SCHEMA public"))
-    eng.dispose()
-    return pg_server_url
+    return _emptied(pg_server_url)
 
 
 @pytest.fixture
