@@ -205,10 +205,11 @@ def test_a_stale_lease_of_another_host_is_taken_over_after_the_timeout(write_spe
     spec = write_spec(SPEC.replace("[2, 3, 4]", "[2]").replace("[1, 2, 3, 4]", "[1]"))
     st = Store(sqlite_url)
     st.acquire_lease("sweep:shared-sweep", "elsewhere:99:q", "elsewhere", 99, 3600)  # a controller that died there
-    proc = _cli(spec, sqlite_url, env={"SPECSWEEP_LEASE_TIMEOUT_S": "2"})
+    # within the timeout (generous: a loaded machine takes seconds to start the controller): refused
+    proc = _cli(spec, sqlite_url, env={"SPECSWEEP_LEASE_TIMEOUT_S": "60"})
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "elsewhere pid 99" in out, out[-3000:]
-    time.sleep(2.5)  # its heartbeat is now older than the timeout
+    time.sleep(2.5)  # its heartbeat is now older than a 2 s timeout
     proc = _cli(spec, sqlite_url, env={"SPECSWEEP_LEASE_TIMEOUT_S": "2"})
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0 and "took over the lease" in out and "no heartbeat" in out, out[-3000:]
