@@ -161,8 +161,9 @@ def _wait_for(st: Store, proc, what, timeout=120) -> None:
 
 def test_sigterm_puts_running_trials_back_to_pending(ray_address, write_spec, sqlite_url):
     st = Store(sqlite_url)
-    # 6 trials of ~1-2 s (concurrency 2 and 4): the signal lands mid-trial
-    spec = write_spec(CLI_SPEC.replace("step_seconds: 0.02", "step_seconds: 0.05").replace("concurrency: [1, 2, 4]", "concurrency: [2, 4]"))
+    # 6 trials of ~2-3 s (concurrency 2 and 4): the signal lands mid-trial, and the controller (which checks for
+    # it at least every 0.5 s) stops the trial before it could finish
+    spec = write_spec(CLI_SPEC.replace("step_seconds: 0.02", "step_seconds: 0.1").replace("concurrency: [1, 2, 4]", "concurrency: [2, 4]"))
     proc = _run_cli(spec, sqlite_url, ray_address)
     _wait_for(st, proc, lambda rows: sum(r["state"] == "COMPLETE" for r in rows) >= 1
               and any(r["state"] == "RUNNING" for r in rows))
@@ -217,7 +218,8 @@ def test_gp_sampler_runs_past_its_random_start_reproducibly(ray_session, write_s
 def test_max_parallel_engines_runs_engines_side_by_side(ray_session, write_spec, sqlite_url):
     """Two engines at once when asked (their trials overlap in time); one at a time by default on the fake."""
     st = Store(sqlite_url)
-    base = ONE_CONC.replace("step_seconds: 0.001", "step_seconds: 0.02, start_seconds: 0.3")
+    # trials of ~3 s (2 rounds x 24 steps x 0.06 s): two engines started together overlap for sure
+    base = ONE_CONC.replace("step_seconds: 0.001", "step_seconds: 0.06, start_seconds: 0.3").replace("max_tokens: 16", "max_tokens: 24")
 
     def overlaps(sweep_id):
         rows = st.trials(sweep_id)
