@@ -4,10 +4,13 @@ Collected inside the engine process (that is where the GPU, driver and vLLM buil
 from __future__ import annotations
 
 import importlib.metadata as md
+import importlib.util
 import os
 import platform
+import re
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,13 +62,8 @@ def _gpus() -> dict[str, Any]:
 def _torch_cuda_version() -> str | None:
     """torch.version.cuda without importing torch (seconds, and ~1 GB, in a process that does not run it):
     from the imported module when a vLLM engine has loaded it, else from torch/version.py's own text."""
-    import sys
-
     if "torch" in sys.modules:
         return getattr(getattr(sys.modules["torch"], "version", None), "cuda", None)
-    import importlib.util
-    import re
-
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):

@@ -120,6 +120,21 @@ def store_url(request, tmp_path):
 
 
 @pytest.fixture
+def private_drafter_cache(tmp_path, monkeypatch) -> Path:
+    """SPECSWEEP_CACHE pointed at an empty cache of this test's own, whose models/ is the shared one (the demo
+    model is converted once per machine): no drafter trained or recorded before is found. Returns the folder."""
+    from orchestrator.models import ensure_demo_model
+    from orchestrator.paths import cache_dir
+
+    ensure_demo_model()  # in the shared cache, before it is linked
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(cache_dir() / "models", target_is_directory=True)
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(cache))
+    return cache
+
+
+@pytest.fixture
 def write_spec(tmp_path):
     """Write YAML text (dedented) to a file and return its path."""
 

@@ -44,6 +44,10 @@ class LeaseLost(Interrupted):
     """Another controller broke this run's lease: the sweep's rows are no longer ours to write."""
 
 
+# why a rotated trial caught between rounds by search.timeout_s is PENDING again (its `error` until it runs)
+TIMED_OUT_NOTE = "search.timeout_s reached between its windows; runs again"
+
+
 @dataclass
 class RunOutcome:
     sweep_id: int
@@ -207,8 +211,9 @@ class SweepController:
             if self.strategy.exhausted(pool):
                 pool.closing = True
             if not pool.busy:
-                if timed_out:
-                    self._requeue_between_rounds(pool)  # windows that finished after the deadline
+                if timed_out:  # windows that finished after the deadline
+                    self._requeue_between_rounds(pool, TIMED_OUT_NOTE)
+                    self.strategy.waiting.clear()
                 return
             self._handle(pool.step(wait_s=0.5))
             guard.check(self.lease)
@@ -219,23 +224,27 @@ class SweepController:
         left = len({run.trial_id for run in list(pool.pending) + self.strategy.waiting})
         if left:
             self.emit(ev.SweepWarning(f"search.timeout_s reached: {left} trials left PENDING (run again to continue)"))
-        self._requeue_between_rounds(pool)
+        self._requeue_between_rounds(pool, TIMED_OUT_NOTE)
+        self.strategy.waiting.clear()
         pool.pending.clear()
         pool.closing = True
 
-    def _requeue_between_rounds(self, pool: EnginePool) -> None:
+    def _requeue_between_rounds(self, pool: EnginePool, note: str) -> None:
+        """Rotated trials between rounds (RUNNING in the store, some windows measured) go back to PENDING: the
+        windows are lost with them, the trial runs whole again."""
         for run in list(pool.pending) + self.strategy.waiting:
-            if run.windows:  # RUNNING in the store, some windows measured: they are lost with the trial
-                self.store.requeue_trial(run.trial_id, "search.timeout_s reached between its windows; runs again")
-        self.strategy.waiting.clear()
+            if run.windows:
+                self.store.requeue_trial(run.trial_id, note)
 
     def _interrupted(self, pool: EnginePool, why: str) -> RunOutcome:
         """Engines killed; trials being measured, and rotated trials between rounds, go back to PENDING (their
         windows are lost with them) and run again on resume; asked trials are told FAIL to Optuna."""
         measuring = [pe.run for pe in pool.interrupt(why) if pe.kind == "trial_failed"]
+        note = f"previous attempt interrupted ({why}); runs again"
+        for run in measuring:
+            self.store.requeue_trial(run.trial_id, note)
+        self._requeue_between_rounds(pool, note)
         for run in measuring + pool.pending + self.strategy.waiting:
-            if run.windows or run in measuring:
-                self.store.requeue_trial(run.trial_id, f"previous attempt interrupted ({why}); runs again")
             if run.handle is not None:
                 self.recorder.tell(run, None)
         self.outcome.interrupted = True

@@ -23,14 +23,10 @@ from orchestrator.store import Store
 pytestmark = pytest.mark.vllm
 
 
-def test_tiny_trained_drafters_load_in_vllm_and_beat_random(ray_session, write_spec, sqlite_url, tmp_path, monkeypatch):
-    from orchestrator.paths import cache_dir
-
-    model = ensure_demo_model()  # the shared cache: converted once per machine
-    cache = tmp_path / "cache"  # a private drafter cache: every run trains (a warm cache would test nothing)
-    cache.mkdir()
-    (cache / "models").symlink_to(cache_dir() / "models", target_is_directory=True)
-    monkeypatch.setenv("SPECSWEEP_CACHE", str(cache))
+def test_tiny_trained_drafters_load_in_vllm_and_beat_random(ray_session, write_spec, sqlite_url, tmp_path,
+                                                           private_drafter_cache):
+    # a private drafter cache: every run trains (a warm cache would test nothing)
+    model = ensure_demo_model()
     common = dict(num_prompts=48, max_tokens=48, batch_size=8)
     e3, m3 = train_drafter(TrainSettings(method="eagle3", steps=60, **common))
     assert [s["cached"] for s in m3["stages"]] == [False] * len(m3["stages"]), m3["stages"]  # trained, not found

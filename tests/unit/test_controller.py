@@ -201,10 +201,9 @@ def test_gp_sampler_runs_past_its_random_start_reproducibly(ray_session, write_s
 
     from orchestrator.controller.study import make_sampler
 
-    text = GRID.replace("measurement:", "search: {sampler: gp, n_trials: 12, seed: 2}\nmeasurement:")
-    assert isinstance(make_sampler(load_spec(write_spec(text)).spec.search), GPSampler)
+    loaded = load_spec(write_spec(GRID.replace("measurement:", "search: {sampler: gp, n_trials: 12, seed: 2}\nmeasurement:")))
+    assert isinstance(make_sampler(loaded.spec.search), GPSampler)
     st = Store(sqlite_url)
-    loaded = load_spec(write_spec(text))
     a, b = run_sweep(loaded, st, new_name="gp-a"), run_sweep(loaded, st, new_name="gp-b")
     pa = [json.dumps(r["params"], sort_keys=True) for r in st.trials(a.sweep_id) if r["role"] == "search"]
     pb = [json.dumps(r["params"], sort_keys=True) for r in st.trials(b.sweep_id) if r["role"] == "search"]

@@ -216,21 +216,16 @@ def test_shipped_sweeps_validate(spec):
     assert "OK" in res.output
 
 
-def test_demo_cpu_validates_once_its_drafters_are_trained(tmp_path, monkeypatch):
+def test_demo_cpu_validates_once_its_drafters_are_trained(private_drafter_cache):
     """sweeps/demo-cpu.yaml names `trained:eagle3` / `trained:dflash`: refused with the command to run while
     none is trained (a private, empty drafter cache), accepted once both are (random-weight drafters in the
     exact layouts, recorded as the trainer records them)."""
     from orchestrator.drafters import dflash_config, eagle3_config, write_dflash_drafter, write_eagle3_drafter
     from orchestrator.drafters.trained import record_trained
     from orchestrator.models import ensure_demo_model
-    from orchestrator.paths import cache_dir
 
     spec = str(SWEEPS / "demo-cpu.yaml")
-    target = ensure_demo_model()  # the shared cache: converted once per machine
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(cache_dir() / "models", target_is_directory=True)
-    monkeypatch.setenv("SPECSWEEP_CACHE", str(cache))
+    target, cache = ensure_demo_model(), private_drafter_cache
     res = CliRunner().invoke(app, ["validate", spec])
     assert res.exit_code == 2, res.output
     for method in ("eagle3", "dflash"):

@@ -128,6 +128,14 @@ space: {concurrency: [1, 6]}
 measurement: {repeats: 3, warmup_requests: 0}
 """
 
+# one point (concurrency 2), one repeat: enough where a test checks a flag, not the statistics
+ONE_POINT = SPEC.replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]")
+
+
+def with_fake(text: str, knobs: str) -> str:
+    """`text` with more `engine.fake` knobs (YAML flow pairs, e.g. "output_fault: diverge")."""
+    return text.replace("token_cost: 0.5,", f"token_cost: 0.5, {knobs},")
+
 
 def test_paired_baselines_rotation_speedup_and_crossover(ray_session, write_spec, store_url):
     st = Store(store_url)
@@ -163,8 +171,7 @@ def test_injected_faults_raise_flags(ray_session, write_spec, sqlite_url):
              "inflate": ("token_cost: 0.5,", "token_cost: 0.5, counter_fault: inflate,", "impossible_al"),
              "nan": ("token_cost: 0.5,", "token_cost: 0.5, counter_fault: nan,", "impossible_al")}
     for name, (old, new, flag) in cases.items():
-        text = (SPEC.replace(old, new).replace("name: validity", f"name: {name}")
-                .replace("concurrency: [1, 6]", "concurrency: [2]").replace("repeats: 3", "repeats: 1"))
+        text = ONE_POINT.replace(old, new).replace("name: validity", f"name: {name}")
         run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
         (r,) = [r for r in st.trial_results(name) if r["method"] == "ngram"]
         assert flag in r["flags"].split(","), (name, r["flags"])
@@ -176,8 +183,8 @@ def test_injected_faults_raise_flags(ray_session, write_spec, sqlite_url):
 
 def test_compare_refuses_different_fingerprints(ray_session, write_spec, sqlite_url):
     st = Store(sqlite_url)
-    one = SPEC.replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]")
-    for name, text in (("night1", one), ("night2", one), ("other", one.replace("max_tokens: 24", "max_tokens: 16"))):
+    for name, text in (("night1", ONE_POINT), ("night2", ONE_POINT),
+                       ("other", ONE_POINT.replace("max_tokens: 24", "max_tokens: 16"))):
         run_sweep(load_spec(write_spec(text.replace("name: validity", f"name: {name}"), f"{name}.yaml")), st)
     runner = CliRunner()
     res = runner.invoke(app, ["compare", "night1", "night2", "--store", sqlite_url, "--format", "json"])
@@ -197,9 +204,8 @@ def test_compare_refuses_different_fingerprints(ray_session, write_spec, sqlite_
 def test_outputs_that_differ_from_the_baseline_are_flagged_lossy(ray_session, write_spec, sqlite_url):
     """temperature 0: a K > 0 engine whose answers diverge from the baseline's (fake: output_fault) -> lossy?"""
     st = Store(sqlite_url)
-    one = SPEC.replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]")
     for name, fault in (("honest", "none"), ("lossy", "diverge")):
-        text = one.replace("name: validity", f"name: {name}").replace("token_cost: 0.5,", f"token_cost: 0.5, output_fault: {fault},")
+        text = with_fake(ONE_POINT, f"output_fault: {fault}").replace("name: validity", f"name: {name}")
         run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
     (ok,) = [r for r in st.trial_results("honest") if r["method"] == "ngram"]
     (bad,) = [r for r in st.trial_results("lossy") if r["method"] == "ngram"]
@@ -219,7 +225,7 @@ def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spe
     sampled = (SPEC.replace("repeats: 3", "repeats: 2").replace("concurrency: [1, 6]", "concurrency: [4]")
                .replace("num_prompts: 6, max_tokens: 24", "num_prompts: 16, max_tokens: 8, temperature: 0.8"))
     for name, fault in (("t-honest", "none"), ("t-shift", "diverge")):
-        text = sampled.replace("name: validity", f"name: {name}").replace("token_cost: 0.5,", f"token_cost: 0.5, output_fault: {fault},")
+        text = with_fake(sampled, f"output_fault: {fault}").replace("name: validity", f"name: {name}")
         run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
     (ok,) = [r for r in st.trial_results("t-honest") if r["method"] == "ngram"]
     (bad,) = [r for r in st.trial_results("t-shift") if r["method"] == "ngram"]
@@ -234,8 +240,7 @@ def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spe
 
 def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_spec, sqlite_url):
     st = Store(sqlite_url)
-    text = (SPEC.replace("token_cost: 0.5,", "token_cost: 0.5, fail_start_methods: [baseline],")
-            .replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]"))
+    text = with_fake(ONE_POINT, "fail_start_methods: [baseline]")
     out = run_sweep(load_spec(write_spec(text)), st)
     assert out.completed == 1 and out.failed == 1
     (r,) = [r for r in st.trial_results("validity") if r["method"] == "ngram"]
@@ -266,8 +271,7 @@ def test_a_baseline_from_another_environment_gives_no_speedup_unless_allowed(ray
     """The fake's ngram engine reports another attention backend (a compared fingerprint field): the pairing
     refuses the speedup and flags fingerprint_mismatch; measurement.allow_mismatch names the field -> compared."""
     st = Store(sqlite_url)
-    one = (SPEC.replace("token_cost: 0.5,", "token_cost: 0.5, other_environment_methods: [ngram],")
-           .replace("repeats: 3", "repeats: 1").replace("concurrency: [1, 6]", "concurrency: [2]"))
+    one = with_fake(ONE_POINT, "other_environment_methods: [ngram]")
     run_sweep(load_spec(write_spec(one.replace("name: validity", "name: strict"), "strict.yaml")), st)
     allowed = one.replace("name: validity", "name: allowed").replace("warmup_requests: 0", "warmup_requests: 0, allow_mismatch: [attention_backend]")
     run_sweep(load_spec(write_spec(allowed, "allowed.yaml")), st)
