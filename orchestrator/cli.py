@@ -324,21 +324,47 @@ def report(
     sweep: str = typer.Argument(..., help="Sweep name"),
     out: str = typer.Option(..., "--out", help="Folder for report.html and the PNGs"),
     store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    compare: Optional[str] = typer.Option(None, "--compare", help="Put this second sweep beside SWEEP (B vs A)"),
+    allow_mismatch: list[str] = typer.Option([], "--allow-mismatch",
+                                             help="With --compare: fingerprint field allowed to differ (repeatable)"),
+    screenshot: bool = typer.Option(False, "--screenshot",
+                                    help="Also render report.html in headless Chromium to report.png, and fail "
+                                         "when the page raises JavaScript errors (needs chromium; "
+                                         "SPECSWEEP_CHROMIUM names the binary)"),
 ) -> None:
-    """Write a self-contained HTML report (plotly) and PNG figures (matplotlib) of a sweep."""
+    """Write a self-contained HTML report (verdict, results table, heat maps, plots, context; plotly inlined)
+    and PNG figures (matplotlib) of a sweep, or of two sweeps side by side with --compare."""
     from pathlib import Path
 
-    st = _open_sweep_store(store, sweep)
+    from .validity import FingerprintMismatch
+
+    st = _open_sweep_store(store, *([sweep, compare] if compare else [sweep]))
     try:
         from .report import build_report
 
-        files = build_report(st, sweep, Path(out))
+        files = build_report(st, sweep, Path(out), compare=compare, allow=allow_mismatch)
     except ImportError as e:
         _fail(f"the report needs matplotlib and plotly: pip install -e '.[report]' ({e})")
+    except FingerprintMismatch as e:
+        _fail(str(e))
     except ValueError as e:
         _fail(str(e))
     for f in files:
         console.print(str(f))
+    page = Path(out) / "report.html"
+    console.print(f"report.html: {page.stat().st_size / 1e6:.1f} MB (plotly.js inlined: opens offline)")
+    if screenshot:
+        from .report.browser import BrowserError, open_page
+
+        try:
+            res = open_page(page, screenshot=Path(out) / "report.png")
+        except BrowserError as e:
+            _fail(f"screenshot: {e}")
+        console.print(str(res.screenshot))
+        if res.errors:
+            for err in res.errors:
+                err_console.print(f"[red]page error:[/] {err}", highlight=False, markup=True)
+            raise typer.Exit(EXIT_TRIALS_FAILED)
 
 
 @app.command("prepare-model")

@@ -41,7 +41,8 @@ def _speedup(row: dict) -> str:
     return f"{s:.2f} [{lo:.2f}-{hi:.2f}]" if lo is not None and hi is not None else f"{s:.2f}"
 
 
-def _fmt(value: Any, fmt: str, row: dict | None = None) -> str:
+def format_cell(value: Any, fmt: str, row: dict | None = None) -> str:
+    """A trial_results value as the results table shows it (console and HTML report)."""
     if fmt == "speedup":
         return _speedup(row or {})
     if value is None:
@@ -62,7 +63,7 @@ def results_table(rows: list[dict], title: str = "") -> Table:
     for _, header, _ in TABLE_COLUMNS:
         table.add_column(header, justify="left" if header in ("method", "dataset", "state", "flags") else "right")
     for r in rows:
-        cells = [_fmt(r.get(col), fmt, r) for col, _, fmt in TABLE_COLUMNS]
+        cells = [format_cell(r.get(col), fmt, r) for col, _, fmt in TABLE_COLUMNS]
         style = "red" if r.get("state") == "FAIL" else None
         table.add_row(*cells, style=style)
     return table

@@ -1,0 +1,316 @@
+"""The report's figures, each drawn twice from the same prepared data: a PNG (matplotlib) and an interactive
+plotly figure for report.html.
+
+  pareto                  output tok/s vs p99 TPOT, every completed trial, the Pareto front per method
+  speedup                 speedup vs concurrency (log axis, ticks at the measured values), CI bars where an
+                          interval exists and a visible "1 repeat: no interval" note where none does,
+                          the crossover (first speedup < 1) circled
+  heatmap (HTML only)     method/K x concurrency per dataset, cells coloured by speedup, CI in the hover,
+                          the crossover cell outlined
+  acceptance_by_position  acceptance rate at each draft position (median over load points)
+  acceptance_length       acceptance length per dataset and method configuration
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .content import ReportData, config_label
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
+NO_INTERVAL_NOTE = "1 repeat: no interval"
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    png: Path | None
+    plotly_json: str  # the plotly figure (data + layout) as JSON; the page draws it (page.py)
+
+
+def _front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Non-dominated points for (minimise x, maximise y), sorted by x."""
+    out, best = [], float("-inf")
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if y > best:
+            out.append((x, y))
+            best = y
+    return out
+
+
+def _json(v):
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return None
+    return v
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def _groups(data: ReportData) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for r in data.completed:
+        groups.setdefault(config_label(r, data.batch_varies), []).append(r)
+    return groups
+
+
+def _colours(names) -> dict[str, str]:
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+
+def _div(fig) -> str:
+    """The figure as JSON, drawn by the page at its full width."""
+    fig.update_layout(autosize=True, margin={"t": 60, "r": 20}, height=fig.layout.height or 440)
+    return fig.to_json()
+
+
+def _title_suffix(data: ReportData) -> str:
+    return "  (backend=fake: simulated, not a measurement)" if data.context.simulated else ""
+
+
+def build_figures(data: ReportData, out: Path | None, prefix: str = "") -> list[Figure]:
+    """Every figure of one sweep; PNGs are written to `out` (None: HTML only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = _groups(data)
+    colours = _colours(groups)
+    figs = _heatmaps(data, groups)
+    figs += [_speedup(data, groups, colours, plt, out, prefix), _pareto(data, groups, colours, plt, out, prefix)]
+    figs += [_acceptance_by_position(data, groups, colours, plt, out, prefix),
+             _acceptance_length(data, groups, colours, plt, out, prefix)]
+    return figs
+
+
+def _save(fig, out: Path | None, name: str) -> Path | None:
+    import matplotlib.pyplot as plt
+
+    if out is None:
+        plt.close(fig)
+        return None
+    path = out / name
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _pareto(data, groups, colours, plt, out, prefix) -> Figure:
+    import plotly.graph_objects as go
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    pfig = go.Figure()
+    for name, rs in groups.items():
+        pts = [(r["tpot_ms_p99"], r["output_tok_s"], r) for r in rs
+               if r["tpot_ms_p99"] is not None and r["output_tok_s"] is not None]
+        if not pts:
+            continue
+        c = colours[name]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name, alpha=0.8, color=c)
+        front = _front([(p[0], p[1]) for p in pts])
+        ax.plot([p[0] for p in front], [p[1] for p in front], color=c, linewidth=1)
+        pfig.add_trace(go.Scatter(
+            x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers", name=name, legendgroup=name,
+            marker={"color": c, "size": 9},
+            text=[f"trial {p[2]['trial']}, concurrency {p[2]['concurrency']}, {p[2]['dataset']}" for p in pts],
+            hovertemplate="%{text}<br>p99 TPOT %{x:.1f} ms<br>%{y:.1f} tok/s<extra>" + name + "</extra>"))
+        pfig.add_trace(go.Scatter(x=[p[0] for p in front], y=[p[1] for p in front], mode="lines",
+                                  name=f"{name} front", legendgroup=name, showlegend=False,
+                                  line={"color": c, "width": 1.5}, hoverinfo="skip"))
+    ax.set_xlabel("p99 TPOT (ms)  — lower is better")
+    ax.set_ylabel("output tokens/s  — higher is better")
+    ax.set_title(f"{data.sweep}: throughput vs p99 TPOT (lines: Pareto front per method)"
+                 f"{_second(_title_suffix(data))}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    pfig.update_layout(title="Throughput vs p99 TPOT (lines: Pareto front per method)",
+                       xaxis_title="p99 TPOT (ms), lower is better", yaxis_title="output tok/s, higher is better")
+    return Figure("pareto", _save(fig, out, f"{prefix}pareto.png"), _div(pfig))
+
+
+def _speedup(data, groups, colours, plt, out, prefix) -> Figure:
+    import plotly.graph_objects as go
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    datasets = sorted({r["dataset"] for r in data.completed})
+    fig, ax = plt.subplots(figsize=(8, 5))
+    pfig = go.Figure()
+    concs: set[int] = set()
+    no_interval = False
+    any_line = False
+    for name, rs in groups.items():
+        rated = sorted((r for r in rs if r.get("speedup") is not None), key=lambda r: r["concurrency"])
+        for ds in datasets:
+            d = [r for r in rated if r["dataset"] == ds]
+            if not d:
+                continue
+            any_line = True
+            x = [r["concurrency"] for r in d]
+            y = [r["speedup"] for r in d]
+            concs.update(x)
+            has = [r["speedup_ci_low"] is not None and r["speedup_ci_high"] is not None for r in d]
+            no_interval |= not all(has)
+            lo = [r["speedup"] - r["speedup_ci_low"] if h else 0 for r, h in zip(d, has)]
+            hi = [r["speedup_ci_high"] - r["speedup"] if h else 0 for r, h in zip(d, has)]
+            tag = name if len(datasets) == 1 else f"{name} / {ds}"
+            c = colours[name]
+            ax.errorbar(x, y, yerr=[lo, hi] if any(has) else None, marker="o", capsize=3, label=tag, color=c)
+            below = next((i for i, v in enumerate(y) if v < 1.0), None)
+            if below is not None:  # the crossover: the first measured concurrency with speedup < 1
+                ax.plot([x[below]], [y[below]], marker="o", markersize=14, markerfacecolor="none",
+                        markeredgecolor=c, markeredgewidth=2)
+            hover = [f"{r['speedup']:.2f}× [{r['speedup_ci_low']:.2f}–{r['speedup_ci_high']:.2f}]" if h
+                     else f"{r['speedup']:.2f}× ({NO_INTERVAL_NOTE})" for r, h in zip(d, has)]
+            pfig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines+markers", name=tag, line={"color": c}, text=hover,
+                hovertemplate="concurrency %{x}<br>%{text}<extra>" + tag + "</extra>",
+                error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo, "visible": any(has)}))
+            if below is not None:
+                pfig.add_trace(go.Scatter(x=[x[below]], y=[y[below]], mode="markers", showlegend=False,
+                                          marker={"size": 20, "color": "rgba(0,0,0,0)", "line": {"color": c, "width": 2}},
+                                          hoverinfo="skip"))
+    ax.plot([], [], marker="o", markersize=12, markerfacecolor="none", markeredgecolor="grey", linestyle="none",
+            label="crossover (first speedup < 1)")
+    ax.axhline(1.0, color="black", linewidth=1)
+    ticks = sorted(concs)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("speedup vs paired baseline (95% CI)")
+    ax.set_title(f"{data.sweep}: speedup vs concurrency, 95% CI bars{_second(_title_suffix(data))}", fontsize=9)
+    if no_interval:
+        ax.text(0.01, 0.98, f"{NO_INTERVAL_NOTE} where a point has no bar", transform=ax.transAxes,
+                fontsize=9, va="top", color="#b00")
+    if any_line:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    pfig.add_hline(y=1.0, line={"color": "black", "width": 1})
+    pfig.update_layout(title="Speedup vs concurrency (95% CI bars; circled: crossover)",
+                       yaxis_title="speedup vs paired baseline",
+                       xaxis={"title": "concurrency (requests in flight)", "type": "log", "tickmode": "array",
+                              "tickvals": ticks, "ticktext": [str(t) for t in ticks]})
+    if no_interval:
+        pfig.add_annotation(text=f"{NO_INTERVAL_NOTE} where a point has no bar", xref="paper", yref="paper",
+                            x=0, y=1.08, showarrow=False, font={"color": "#b00"}, name="no-interval-note")
+    return Figure("speedup", _save(fig, out, f"{prefix}speedup.png"), _div(pfig))
+
+
+def _heatmaps(data, groups) -> list[Figure]:
+    import plotly.graph_objects as go
+
+    out = []
+    crossover = {}
+    for c in data.crossover:
+        if c["crossover_concurrency"] is not None:
+            crossover[(config_label(c, data.batch_varies), c["dataset"])] = c["crossover_concurrency"]
+    for ds in sorted({r["dataset"] for r in data.completed}):
+        rated = {name: {r["concurrency"]: r for r in rs if r["dataset"] == ds and r.get("speedup") is not None}
+                 for name, rs in groups.items()}
+        rated = {n: v for n, v in rated.items() if v}
+        if not rated:
+            continue
+        concs = sorted({c for v in rated.values() for c in v})
+        names = list(rated)
+        z, text, hover = [], [], []
+        for n in names:
+            zr, tr, hr = [], [], []
+            for c in concs:
+                r = rated[n].get(c)
+                if r is None:
+                    zr.append(None), tr.append(""), hr.append("not measured")
+                    continue
+                lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
+                ci = f"[{lo:.2f}–{hi:.2f}]" if lo is not None and hi is not None else f"({NO_INTERVAL_NOTE})"
+                zr.append(r["speedup"])
+                tr.append(f"{r['speedup']:.2f}")
+                hr.append(f"concurrency {c}, trial {r['trial']}: {r['speedup']:.2f}× {ci}" + (f"<br>flags: {r['flags']}" if r.get("flags") else ""))
+            z.append(zr), text.append(tr), hover.append(hr)
+        pfig = go.Figure(go.Heatmap(
+            z=z, x=list(range(len(concs))), y=names, text=text, customdata=hover, texttemplate="%{text}",
+            hovertemplate="%{y}<br>%{customdata}<extra></extra>", colorscale="RdBu", zmid=1.0,
+            colorbar={"title": "speedup"}))
+        for i, n in enumerate(names):
+            cc = crossover.get((n, ds))
+            if cc in concs:
+                j = concs.index(cc)
+                pfig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
+                               line={"color": "black", "width": 3}, name="crossover")
+        pfig.update_layout(
+            title=f"Speedup heat map — {ds} (outlined: crossover, the first concurrency with speedup < 1)",
+            xaxis={"title": "concurrency", "tickmode": "array", "tickvals": list(range(len(concs))),
+                   "ticktext": [str(c) for c in concs]},
+            yaxis={"title": "method / K", "autorange": "reversed"}, height=max(260, 60 + 40 * len(names)))
+        out.append(Figure(f"heatmap-{ds}", None, _div(pfig)))
+    return out
+
+
+def _acceptance_by_position(data, groups, colours, plt, out, prefix) -> Figure:
+    import plotly.graph_objects as go
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    pfig = go.Figure()
+    for name, rs in groups.items():
+        per = [p for p in (_json(r["acceptance_per_pos"]) for r in rs) if p]
+        if not per:
+            continue
+        n = max(len(p) for p in per)
+        med = [_median([p[i] for p in per if i < len(p)]) for i in range(n)]
+        ax.plot(range(1, n + 1), med, marker="o", label=name, color=colours[name])
+        pfig.add_trace(go.Scatter(x=list(range(1, n + 1)), y=med, mode="lines+markers", name=name,
+                                  line={"color": colours[name]}))
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("accepted / drafts")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{data.sweep}: acceptance by draft position (median over load points)"
+                 f"{_second(_title_suffix(data))}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    pfig.update_layout(title="Acceptance by draft position (median over load points)",
+                       xaxis={"title": "draft position", "dtick": 1}, yaxis={"title": "accepted / drafts",
+                                                                              "range": [0, 1]})
+    return Figure("acceptance_by_position", _save(fig, out, f"{prefix}acceptance_by_position.png"), _div(pfig))
+
+
+def _acceptance_length(data, groups, colours, plt, out, prefix) -> Figure:
+    import plotly.graph_objects as go
+
+    datasets = sorted({r["dataset"] for r in data.completed})
+    names = [n for n, rs in groups.items() if any(r["acceptance_length"] is not None for r in rs)]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    pfig = go.Figure()
+    width = 0.8 / max(1, len(names))
+    for j, name in enumerate(names):
+        vals = []
+        for ds in datasets:
+            v = [r["acceptance_length"] for r in groups[name] if r["dataset"] == ds and r["acceptance_length"] is not None]
+            vals.append(_median(v) if v else 0)
+        ax.bar([i + j * width for i in range(len(datasets))], vals, width=width, label=name, color=colours[name])
+        pfig.add_trace(go.Bar(x=datasets, y=vals, name=name, marker={"color": colours[name]}))
+    ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(datasets))], datasets)
+    ax.set_ylabel("acceptance length (1 + accepted / drafts)")
+    ax.set_ylim(bottom=1.0)
+    ax.set_title(f"{data.sweep}: acceptance length per dataset (median over load points)"
+                 f"{_second(_title_suffix(data))}", fontsize=9)
+    if names:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    pfig.update_layout(title="Acceptance length per dataset (median over load points; counts the bonus token)",
+                       barmode="group", yaxis={"title": "acceptance length", "rangemode": "tozero"})
+    return Figure("acceptance_length", _save(fig, out, f"{prefix}acceptance_length.png"), _div(pfig))
+
+
+def _second(suffix: str) -> str:
+    return "\n" + suffix.strip() if suffix else ""
