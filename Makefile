@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.specsweep-installed-$(VLLM)
 
-.PHONY: demo demo-drafters test test-fast test-pure test-unit venv clean-venv
+.PHONY: demo demo-drafters docs-report test test-fast test-pure test-unit venv clean-venv
 
 venv: $(STAMP)
 
@@ -33,6 +33,12 @@ endif
 demo: venv
 	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct
 	$(VENV)/bin/specsweep run sweeps/smoke-cpu.yaml $(DEMO_ARGS)
+
+# The README's screenshot of the demo sweep's report, from a real run: `make demo` first (its rows are in
+# the default store), then the report rendered in headless Chromium (apt-get install chromium).
+docs-report: venv
+	$(VENV)/bin/specsweep report smoke-cpu --out report/smoke-cpu --screenshot
+	mkdir -p docs && cp report/smoke-cpu/report.png docs/report-smoke-cpu.png
 
 # The drafter demo: trains EAGLE-3 and DFlash drafters for the demo model on first use (cached), then
 # compares baseline, ngram, EAGLE-3 and DFlash (sweeps/demo-cpu.yaml).
