@@ -430,16 +430,19 @@ def drafters_train(
     max_tokens: int = typer.Option(128, "--max-tokens", min=8, help="response length per training prompt"),
     block_size: int = typer.Option(16, "--block-size", min=2, help="dflash: block size (serves K <= block - 1)"),
     force: bool = typer.Option(False, "--force", help="train again even if a drafter of these settings is cached"),
+    dtype: str = typer.Option("auto", "--dtype", help="auto | bfloat16 | float32: of response generation and "
+                              "features; auto = bfloat16 where the CPU has native bf16 (AVX512-BF16/AMX), else float32"),
 ) -> None:
     """Train a drafter for the target (cached; resumable; prints the drafter folder on stdout's last line)."""
     from .drafters.train.run import TrainError, TrainSettings, train_drafter
-
-    settings = TrainSettings(method=method, target=target, steps=steps, max_minutes=minutes, seed=seed,
-                             num_prompts=prompts, max_tokens=max_tokens, block_size=block_size)
+    from .processes import stop_signals_interrupt
     from .render import TrainProgress
 
     try:
-        with TrainProgress(err_console) as progress:
+        settings = TrainSettings(method=method, target=target, steps=steps, max_minutes=minutes, seed=seed,
+                                 num_prompts=prompts, max_tokens=max_tokens, block_size=block_size, dtype=dtype)
+        # SIGTERM / SIGHUP stop it as Ctrl-C does: the vLLM child and its engine processes are stopped too
+        with stop_signals_interrupt(), TrainProgress(err_console) as progress:
             folder, manifest = train_drafter(settings, progress, force=force)
     except TrainError as e:
         _fail(str(e))

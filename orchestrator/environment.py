@@ -27,6 +27,30 @@ def _version(*dists: str) -> str | None:
     return None
 
 
+# /proc/cpuinfo flags that decide how fast a CPU runs each dtype (recorded as cpu_isa, a compared field:
+# two CPUs of one model name can differ in them)
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags (Linux /proc/cpuinfo; empty where it cannot be read)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_isa(flags: set[str]) -> str:
+    """The flags of ISA_FLAGS this CPU has, space-separated (recorded with every row)."""
+    return " ".join(f for f in ISA_FLAGS if f in flags) or "none of " + "/".join(ISA_FLAGS)
+
+
 def _cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -86,6 +110,7 @@ def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_isa": cpu_isa(cpu_flags()),
         **_gpus(),
         "cuda_version": None,
         "python_version": platform.python_version(),

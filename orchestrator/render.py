@@ -166,7 +166,8 @@ class SweepConsole:
             if not c.is_terminal:
                 c.print(f"starting engine {event.label} ({event.config_hash})")
         elif isinstance(event, ev.EngineReady):
-            c.print(f"engine {event.label} ready in {event.start_s:.1f} s")
+            dtype = f"; dtype {event.dtype} ({event.dtype_reason})" if event.dtype else ""
+            c.print(f"engine {event.label} ready in {event.start_s:.1f} s{dtype}", highlight=False)
         elif isinstance(event, ev.EngineFailed):
             c.print(f"[red]engine {event.label} failed to start[/]: {event.error[:500]}")
         elif isinstance(event, ev.TrialStarted):

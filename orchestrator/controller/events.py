@@ -61,6 +61,8 @@ class EngineStarting:
 class EngineReady:
     label: str
     start_s: float
+    dtype: str | None = None  # what the engine runs (`auto` resolved on its machine) ...
+    dtype_reason: str | None = None  # ... and why
 
 
 @dataclass(frozen=True)

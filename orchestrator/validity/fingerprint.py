@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 # Compared between any two rows: hardware, software, the target and how the engine ran it.
 ENVIRONMENT_FIELDS = (
-    "cpu_model", "cpu_count", "gpu_model", "gpu_count", "gpu_driver", "cuda_version",
+    "cpu_model", "cpu_count", "cpu_isa", "gpu_model", "gpu_count", "gpu_driver", "cuda_version",
     "vllm_version", "vllm_distribution", "torch_version", "transformers_version", "ray_version", "optuna_version",
     "model_identity", "dtype", "max_model_len", "engine_args", "attention_backend", "async_scheduling",
     "enable_prefix_caching", "workload_hash", "backend",

@@ -44,6 +44,13 @@ def test_fake_sweep_rows(ray_session, write_spec, sqlite_url):
     spec = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(rows[-1]["trial_id"])}
     assert len(base) == 6 and base == spec
     assert st.get_sweep("fake-sweep")["status"] == "complete"
+    # dtype `auto` (the default) is resolved on the engine's machine and every row says what it ran on which ISA
+    from orchestrator.environment import cpu_flags, cpu_isa
+
+    native = bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    assert {(r["dtype"], r["cpu_isa"]) for r in rows} == {("bfloat16" if native else "float32", cpu_isa(cpu_flags()))}
+    env = st.environment(rows[0]["environment_id"])
+    assert env["dtype_requested"] == "auto" and "auto:" in env["dtype_reason"]
 
 
 def test_resume_skips_completed_and_refuses_changed_spec(ray_session, write_spec, sqlite_url):
@@ -72,6 +79,7 @@ def test_cli_run_and_results_formats(ray_session, write_spec, sqlite_url):
     res = runner.invoke(app, ["run", str(write_spec(FAKE)), "--store", sqlite_url])
     assert res.exit_code == 0, res.output
     assert "backend=fake" in res.output and "baseline" in res.output and "COMPLETE" in res.output
+    assert "; dtype " in res.output and "(auto: this CPU" in res.output  # the run says what it chose and why
     res = runner.invoke(app, ["results", "fake-sweep", "--store", sqlite_url, "--format", "json"])
     assert res.exit_code == 0
     rows = json.loads(res.output)

@@ -48,7 +48,7 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
         idx = torch.randperm(n_examples, generator=g)[: s.batch_size].tolist()
         for group in opt.param_groups:
             group["lr"] = lr_at(step, s.steps, s.lr)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.autocast):
             loss, losses, accs, note = step_fn(idx, g)
         opt.zero_grad(set_to_none=True)
         loss.backward()

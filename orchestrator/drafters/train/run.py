@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ...engines.dtype import DtypeChoice, cpu_flags, resolve_dtype
 from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
@@ -42,12 +43,24 @@ class TrainSettings:
     block_size: int = 16  # dflash: drafted block (K <= block - 1: one drafter serves K = 3, 7, 15)
     draft_vocab_size: int = 8192
     soft_labels: bool = True  # eagle3: learn the target's next-token distribution (top 16), not only its argmax
-    bf16_autocast: bool = True  # forward pass in bfloat16 (float32 weights): ~1.8x faster on CPUs with AVX512-BF16
+    bf16_autocast: bool = True  # forward pass in bfloat16 (float32 weights) where `dtype` resolves to bfloat16:
+    # ~1.8x faster on CPUs with AVX512-BF16; off on a CPU without native bf16 (emulated bf16 is slower than fp32)
+    dtype: str = "auto"  # of response generation and feature extraction: auto = bfloat16 on native-bf16 CPUs, else float32
     max_minutes: float | None = None  # stop training early after this long (recorded; not deterministic)
 
     def __post_init__(self) -> None:
         if self.steps is None:
             object.__setattr__(self, "steps", DEFAULT_STEPS.get(self.method, 400))
+        if self.dtype not in ("auto", "bfloat16", "float32"):
+            raise TrainError(f"dtype {self.dtype!r}: allowed auto, bfloat16, float32")
+
+    def resolved_dtype(self) -> DtypeChoice:
+        """`auto` resolved for this machine's CPU (engines/dtype.py): the data's dtype is part of its identity."""
+        return resolve_dtype(self.dtype, on_gpu=False, flags=cpu_flags())
+
+    @property
+    def autocast(self) -> bool:
+        return self.bf16_autocast and self.resolved_dtype().dtype == "bfloat16"
 
     def data_key(self) -> str:
         """Identity of the training data (prompts, responses, features): shared by every method. Includes a
@@ -56,11 +69,16 @@ class TrainSettings:
 
         d = {"target": self.target, "seed": self.seed, "num_prompts": self.num_prompts, "max_tokens": self.max_tokens,
              "prompts": prompts_digest(self.num_prompts, self.seed)}
+        dtype = self.resolved_dtype().dtype
+        if dtype != "bfloat16":  # bf16 data keeps the key it had before dtypes were chosen per CPU
+            d["dtype"] = dtype
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def key(self) -> str:
         d = asdict(self)
         d.pop("max_minutes")
+        d.pop("dtype")  # in the data key, as resolved
+        d["bf16_autocast"] = self.autocast
         d["data"] = self.data_key()
         if self.method == "eagle3":
             d.pop("block_size")
@@ -164,6 +182,8 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         raise TrainError(f"--prompts {s.num_prompts}: the templates give only {len(prompts)} distinct prompts")
     (data_dir / "prompts.json").write_text(json.dumps(prompts))
 
+    dtype = s.resolved_dtype()
+    progress("dtype", 1, 1, f"{dtype.dtype} ({dtype.reason})")
     # 2. responses (vLLM in a child process)
     responses = data_dir / "responses.jsonl"
     st = Stage("responses", cached=responses.is_file())
@@ -172,7 +192,8 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         progress("responses", 0, len(prompts), "starting vLLM")
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
                    VLLM_LOGGING_LEVEL=os.environ.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
-        st.detail["log"] = _generate(model_path, data_dir / "prompts.json", responses, s.max_tokens, env, progress)
+        st.detail["log"] = _generate(model_path, data_dir / "prompts.json", responses, s.max_tokens, env, progress,
+                                     dtype.dtype)
     examples = [json.loads(line) for line in responses.read_text().splitlines()]
     st.seconds = time.perf_counter() - t0
     st.detail["tokens"] = sum(len(e["response_ids"]) for e in examples)
@@ -192,7 +213,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     if st.cached:
         data = torch.load(feat_file, weights_only=False)
     else:
-        data = compute_features(model_path, examples, layers, feat_file,
+        data = compute_features(model_path, examples, layers, feat_file, dtype=dtype.dtype,
                                 progress=lambda i, n: progress("features", i, n, ""))
     st.seconds = time.perf_counter() - t0
     stages.append(st)
@@ -218,6 +239,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         "final_accuracy": result["final_accuracy"], "stopped_early": result["stopped_early"],
         "stages": [asdict(x) for x in stages], "total_seconds": time.perf_counter() - t_all,
         "torch_version": torch.__version__,
+        "data_dtype": dtype.dtype, "data_dtype_reason": dtype.reason, "bf16_autocast": s.autocast,
     }
     _write_with_manifest(s.method, out, cfg, weights, manifest)
     _index_if_default(s, out)
@@ -237,23 +259,30 @@ def _write_with_manifest(method: str, out: Path, cfg: dict, weights: dict, manif
 
 
 def _generate(model_path: str, prompts: Path, responses: Path, max_tokens: int, env: dict,
-              progress: Progress) -> list[str]:
+              progress: Progress, dtype: str) -> list[str]:
     """Run generate.py in a child process, relaying its progress lines; raise TrainError when it fails."""
+    from ...processes import stop_process_group
+
+    # its own process group: on Ctrl-C / SIGTERM / SIGHUP the child, vLLM's EngineCore and its workers are
+    # stopped together (processes.py), none left running
     with subprocess.Popen([sys.executable, "-m", "orchestrator.drafters.train.generate", model_path, str(prompts),
-                           str(responses), str(max_tokens), "bfloat16"], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as child:
-        err: list[str] = []
-        reader = threading.Thread(target=lambda: err.extend(child.stderr), daemon=True)  # no pipe deadlock
-        reader.start()
-        log = []
-        for line in child.stdout:
-            parts = line.split()
-            if len(parts) == 4 and parts[0] == "progress":
-                progress("responses", int(parts[1]), int(parts[2]), f"{parts[3]} tokens")
-            else:
-                log.append(line.rstrip())
-        rc = child.wait()
-        reader.join()
+                           str(responses), str(max_tokens), dtype], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
+        try:
+            err: list[str] = []
+            reader = threading.Thread(target=lambda: err.extend(child.stderr), daemon=True)  # no pipe deadlock
+            reader.start()
+            log = []
+            for line in child.stdout:
+                parts = line.split()
+                if len(parts) == 4 and parts[0] == "progress":
+                    progress("responses", int(parts[1]), int(parts[2]), f"{parts[3]} tokens")
+                else:
+                    log.append(line.rstrip())
+            rc = child.wait()
+            reader.join()
+        finally:
+            stop_process_group(child)
     if rc != 0 or not responses.is_file():
         raise TrainError(f"generating responses with vLLM failed (exit {rc}):\n{''.join(err)[-3000:]}")
     return log[-1:]
