@@ -266,3 +266,32 @@ def test_start_timeout_fails_the_engines_trials(ray_session, write_spec, sqlite_
     out = run_sweep(load_spec(write_spec(text)), st)
     rows = st.trials(out.sweep_id)
     assert out.failed == 3 and all(r["state"] == "FAIL" and "engine start timed out after 0.5 s" in r["error"] for r in rows)
+
+
+@pytest.mark.ray  # starts its own Ray through the CLI
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stopped_run_leaves_no_process_behind(write_spec, sqlite_url, sig):
+    """`specsweep run` with its own local Ray, stopped mid-trial: exit 130, and not one process it started
+    (GCS, raylet, dashboard, engine actor workers) is left running."""
+    import psutil
+
+    st = Store(sqlite_url)
+    spec = write_spec(CLI_SPEC.replace("step_seconds: 0.02", "step_seconds: 0.1").replace("concurrency: [1, 2, 4]", "concurrency: [2, 4]"))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--store", sqlite_url],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    _wait_for(st, proc, lambda rows: any(r["state"] == "RUNNING" for r in rows), timeout=180)
+    started = psutil.Process(proc.pid).children(recursive=True)
+    assert any("raylet" in " ".join(p.cmdline()) for p in started), [p.cmdline()[:2] for p in started]
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-3000:]
+    time.sleep(2)
+    left = []
+    for p in started:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{p.pid} {' '.join(p.cmdline()[:3])}")
+        except psutil.NoSuchProcess:
+            pass
+    assert not left, f"left running after {sig.name}: {left}"
