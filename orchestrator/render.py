@@ -123,10 +123,26 @@ class SweepConsole:
                                  TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
                                  transient=False, disable=not console.is_terminal)
         self.task = None
+        self.todo = 0  # trials this run measures
+        self.done = 0
+        self.t0 = 0.0
 
     def __enter__(self):
         self.progress.__enter__()
         return self
+
+    def _count(self) -> str:
+        """`[i/n]` and the time left, from the trials measured so far (when output is not a terminal, where
+        no progress bar can be drawn: CI, `ray job submit`, a log file)."""
+        import time
+
+        self.done += 1
+        if self.console.is_terminal or not self.todo:
+            return ""
+        elapsed = time.monotonic() - self.t0
+        left = elapsed / self.done * max(0, self.todo - self.done)
+        eta = "" if self.done >= self.todo else f", about {_duration(left)} left"
+        return f"[{self.done}/{self.todo}, {_duration(elapsed)}{eta}] "
 
     def __exit__(self, *exc):
         return self.progress.__exit__(*exc)
@@ -150,6 +166,9 @@ class SweepConsole:
             c.print(f"sweep [bold]{event.sweep}[/] ({event.sampler}): {event.todo} trials to run, {event.skipped} done "
                     f"before{engines} → {event.store}")
             self.task = self.progress.add_task(event.sweep, total=event.todo, status="")
+            import time
+
+            self.todo, self.done, self.t0 = event.todo, 0, time.monotonic()
         elif isinstance(event, ev.PoolSized):
             c.print(f"engines at once: {event.max_engines}")
         elif isinstance(event, ev.EngineRetired):
@@ -180,16 +199,20 @@ class SweepConsole:
             s, t = event.summary, event.trial
             al = "" if s.acceptance_length is None else f", AL {s.acceptance_length:.2f}"
             tok = "-" if s.output_tok_s is None else f"{s.output_tok_s:.1f}"
-            c.print(f"  {t.label}{self._k(t.k)} {t.dataset} @ concurrency {t.concurrency}: {tok} out tok/s{al}")
+            c.print(f"  {self._count()}{t.label}{self._k(t.k)} {t.dataset} @ concurrency {t.concurrency}: {tok} out tok/s{al}")
             self._advance()
         elif isinstance(event, ev.TrialFailed):
             t = event.trial
-            c.print(f"[red]  {t.label}{self._k(t.k)} @ concurrency {t.concurrency} failed:[/] {event.error[:500]}")
+            c.print(f"[red]  {self._count()}{t.label}{self._k(t.k)} @ concurrency {t.concurrency} failed:[/] {event.error[:500]}")
             self._advance()
         elif isinstance(event, ev.SweepInterrupted):
             c.print(f"[yellow]interrupted ({event.why}): the running trial is marked FAIL; completed trials are kept[/]")
         elif isinstance(event, ev.NightlySweepStarted):
             c.print(f"nightly: running {event.spec} as {event.sweep}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def sweep_state_line(outcome) -> str:
