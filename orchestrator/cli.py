@@ -60,6 +60,17 @@ def _open_store(url: str):
         _fail(str(e))
 
 
+VERBOSE_HELP = ("Show the engines' own output (vLLM INFO lines, third-party warnings) on the console instead of "
+                "their log files under the specsweep home (also: SPECSWEEP_ENGINE_LOG_LEVEL=INFO)")
+
+
+def _engine_output(verbose: bool) -> None:
+    """--verbose: engine actors print to the console at vLLM's INFO level (engines/engine_log.py)."""
+    if verbose:
+        os.environ["SPECSWEEP_ENGINE_LOG"] = "console"
+        os.environ.setdefault("SPECSWEEP_ENGINE_LOG_LEVEL", "INFO")
+
+
 def _open_sweep_store(store: Optional[str], *sweeps: str):
     """The store, after checking that every named sweep is in it."""
     st = _open_store(_store_url(store))
@@ -128,9 +139,11 @@ def run(
                                      help="Take the sweep's lease from a controller that holds it (only if it is dead; "
                                           "a lease without heartbeat for $SPECSWEEP_LEASE_TIMEOUT_S, default 120 s, "
                                           "is taken over without this)"),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_HELP),
 ) -> None:
     """Run a sweep (or resume one of the same name and spec) and print its results. Exit 0 only when every
     trial of the sweep is COMPLETE."""
+    _engine_output(verbose)
     from .controller.lease import LeaseHeld, LeaseSettingError
     from .controller.runner import run_sweep
     from .models import ModelError
@@ -256,9 +269,11 @@ def nightly(
     report_dir: str = typer.Option("nightly-reports", "--report-dir", help="Where the night's report is written"),
     break_lease: bool = typer.Option(False, "--break-lease", "--break-lock",
                                      help="Take the suite's lease from a run that holds it (only if it is dead)"),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_HELP),
 ) -> None:
     """Run a suite of sweeps and compare each point with the median of the previous nights (same
     environment fingerprint). Exit 3 when anything regressed (report written), 0 otherwise."""
+    _engine_output(verbose)
     from pathlib import Path
 
     from .errors import EXIT_REGRESSION

@@ -80,6 +80,7 @@ class EngineStarted:
     kv_cache_tokens: int | None = None
     memory_kind: str | None = None
     memory_mb: float | None = None
+    log_path: str | None = None  # the engine's own output (engines/engine_log.py); None: it went to the console
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,7 @@ class SweepConsole:
                                  TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
                                  transient=False, disable=not console.is_terminal)
         self.task = None
+        self.log_folder_shown = False
         self.todo = 0  # trials this run measures
         self.done = 0
         self.t0 = 0.0
@@ -187,8 +188,16 @@ class SweepConsole:
         elif isinstance(event, ev.EngineReady):
             dtype = f"; dtype {event.dtype} ({event.dtype_reason})" if event.dtype else ""
             c.print(f"engine {event.label} ready in {event.start_s:.1f} s{dtype}", highlight=False)
+            if event.log_path and not self.log_folder_shown:
+                import os
+
+                self.log_folder_shown = True
+                c.print(f"engine logs (vLLM and third-party output, one file per engine; --verbose shows it here): "
+                        f"{os.path.dirname(event.log_path)}", highlight=False)
         elif isinstance(event, ev.EngineFailed):
-            c.print(f"[red]engine {event.label} failed to start[/]: {event.error[:500]}")
+            from rich.markup import escape
+
+            c.print(f"[red]engine {event.label} failed to start[/]: {escape(event.error[-6000:])}", highlight=False)
         elif isinstance(event, ev.TrialStarted):
             self._status(f"{event.trial.label}{self._k(event.trial.k)} concurrency {event.trial.concurrency}")
         elif isinstance(event, ev.WindowDone):

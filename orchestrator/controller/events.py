@@ -63,6 +63,7 @@ class EngineReady:
     start_s: float
     dtype: str | None = None  # what the engine runs (`auto` resolved on its machine) ...
     dtype_reason: str | None = None  # ... and why
+    log_path: str | None = None  # the engine's own output (None: on the console)
 
 
 @dataclass(frozen=True)

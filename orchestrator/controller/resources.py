@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engines.engine_log import ENV as ENGINE_LOG_ENV, engine_log_mode
 from ..engines.registry import backend_class
 from ..paths import cache_dir
 from ..spec import LoadedSpec
@@ -25,8 +26,8 @@ def engine_actor_class(loaded: LoadedSpec):
     }
     if r.accelerator_type:
         opts["accelerator_type"] = r.accelerator_type
-    if env:
-        opts["runtime_env"] = {"env_vars": env}
+    env = {**env, ENGINE_LOG_ENV: engine_log_mode()}
+    opts["runtime_env"] = {"env_vars": env}
     return ray.remote(EngineActor).options(**opts)
 
 

@@ -268,7 +268,8 @@ class SweepController:
                 **slot.started.fingerprint, "workload_hash": self.p.workload_hash,
                 "spec_hash": self.loaded.spec_hash, "specsweep_commit": self.p.commit})
             fp = slot.started.fingerprint
-            self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s, fp.get("dtype"), fp.get("dtype_reason")))
+            self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s, fp.get("dtype"), fp.get("dtype_reason"),
+                                     slot.started.log_path))
         elif pe.kind == "engine_failed":
             self.emit(ev.EngineFailed(slot.engine.method_label, pe.error))
         elif pe.kind == "engine_retired":

@@ -20,6 +20,7 @@ from ..metrics import summarize_window
 from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
 from .base import EngineConfig, EngineStartError
 from .dtype import cpu_flags, resolve_dtype
+from .engine_log import failure_excerpt, redirect_to_file
 from .registry import make_backend
 
 
@@ -40,6 +41,8 @@ class EngineActor:
         # dtype `auto` is resolved here, on the machine that runs the engine (engines/dtype.py)
         self.dtype = resolve_dtype(config.dtype, on_gpu=_on_gpu(config.backend), flags=cpu_flags())
         self.config = dataclasses.replace(config, dtype=self.dtype.dtype)
+        # third-party output of this process and its children goes to a log file (engines/engine_log.py)
+        self.log_path = redirect_to_file(config.method_label, config.config_hash)
         self.backend = make_backend(self.config)
         self.prompts = prompts  # dataset name -> prompts
         self.sampling = sampling
@@ -49,17 +52,17 @@ class EngineActor:
         t0 = time.perf_counter()
         try:
             await self.backend.start()
-        except EngineStartError:
-            raise
+        except EngineStartError as e:
+            raise EngineStartError(f"{e}{failure_excerpt(self.log_path)}") from e
         except Exception as e:
-            raise EngineStartError(f"{type(e).__name__}: {e}") from e
+            raise EngineStartError(f"{type(e).__name__}: {e}{failure_excerpt(self.log_path)}") from e
         start_s = time.perf_counter() - t0
         describe = self.backend.describe()
         fingerprint = collect_fingerprint({"engine": describe, **self.identity(describe)})
         memory = engine_memory()
         return EngineStarted(start_s=start_s, pid=os.getpid(), fingerprint=fingerprint,
                              kv_cache_tokens=self.backend.kv_cache_tokens(), memory_kind=memory.kind,
-                             memory_mb=memory.mb)
+                             memory_mb=memory.mb, log_path=None if self.log_path is None else str(self.log_path))
 
     def identity(self, describe: dict[str, Any]) -> dict[str, Any]:
         """What the engine runs, for the fingerprint (validity.fingerprint says which fields are compared)."""

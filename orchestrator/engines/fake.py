@@ -15,6 +15,7 @@ makes an engine with K > 0 lossy (other tokens at temperature 0, other first-tok
 from __future__ import annotations
 
 import asyncio
+import os
 import hashlib
 import math
 import random
@@ -54,6 +55,7 @@ class FakeBackend(EngineBackend):
             f"simulated start failure of method {config.method_label!r} (fake: fail_start_methods)"
             if config.method_label in knobs.fail_start_methods else None)
         self._fail_warmup = knobs.fail_warmup
+        self.start_output = knobs.start_output
         self.noise = knobs.noise
         self.noise_seed = knobs.noise_seed
         self.counter_fault = knobs.counter_fault
@@ -67,6 +69,8 @@ class FakeBackend(EngineBackend):
         self._loop_task: asyncio.Task | None = None
 
     async def start(self) -> None:
+        if self.start_output:  # on fd 2, as a C library or a child process would write it
+            os.write(2, (self.start_output + "\n").encode())
         if self._fail_start:
             raise EngineStartError(str(self._fail_start))
         await asyncio.sleep(self.start_seconds)

@@ -55,6 +55,8 @@ class FakeEngineSpec(_Strict):
     other_environment_methods: list[str] = Field(
         default_factory=list, description="method labels whose engines report another attention backend, as "
         "if measured in another environment (tests of fingerprint_mismatch and allow_mismatch)")
+    start_output: str | None = Field(None, description="text the engine process writes to stderr while starting, "
+                                     "as vLLM and its libraries do (tests of where engine output goes)")
     output_fault: Literal["none", "diverge"] = Field(
         "none", description="corrupt speculative outputs: with `diverge` an engine with K > 0 answers differently "
         "from the baseline (from the second token at temperature 0; a shifted first-token distribution at "
