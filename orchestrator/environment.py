@@ -124,7 +124,8 @@ def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "platform": platform.platform(),
     }
     fp["cuda_version"] = _torch_cuda_version()
-    for var in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
+    for var in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_PRELOAD",
+                "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
         if var in os.environ:
             fp[f"env_{var}"] = os.environ[var]
     if extra:
