@@ -51,6 +51,22 @@ def cpu_isa(flags: set[str]) -> str:
     return " ".join(f for f in ISA_FLAGS if f in flags) or "none of " + "/".join(ISA_FLAGS)
 
 
+def process_priority() -> dict[str, Any]:
+    """This process's niceness (Ray starts its workers at 15 unless told otherwise: the engine then yields to
+    everything else on a busy node) and the CPUs it may run on; recorded with every row (issue 19)."""
+    out: dict[str, Any] = {}
+    try:
+        out["process_niceness"] = os.getpriority(os.PRIO_PROCESS, 0)
+    except (AttributeError, OSError):
+        out["process_niceness"] = None
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        out["cpu_affinity"] = None if len(cpus) == os.cpu_count() else ",".join(map(str, cpus))
+    except (AttributeError, OSError):
+        out["cpu_affinity"] = None
+    return out
+
+
 def _cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -124,6 +140,7 @@ def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "platform": platform.platform(),
     }
     fp["cuda_version"] = _torch_cuda_version()
+    fp.update(process_priority())
     for var in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_PRELOAD",
                 "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
         if var in os.environ:

@@ -17,7 +17,10 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> str:
         ray.init(address=address, log_to_driver=True)
         return f"cluster at {address}"
     # address="local" always starts a new private instance (ports chosen free), never attaching to a
-    # cluster it happens to find.
+    # cluster it happens to find. Its workers (the engines) run at niceness 0, not Ray's default 15: at 15 the
+    # raylet, GCS and agents outrank the engine being measured (issue 19). A cluster's own setting is
+    # recorded with every row (process_niceness) and flagged `low_priority`.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
              log_to_driver=True, configure_logging=False)
     return "local Ray instance"

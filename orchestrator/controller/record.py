@@ -41,7 +41,8 @@ class TrialRecorder:
         flags = trial_flags(k=run.planned.point.num_speculative_tokens, windows=metrics,
                             outputs=[w.outputs for w in run.windows], max_tokens=self.max_tokens,
                             ignore_eos=self.ignore_eos, prefix_caching=bool(self.spec.engine.enable_prefix_caching),
-                            cv=cv, noisy_cv=m.noisy_cv)
+                            cv=cv, noisy_cv=m.noisy_cv,
+                            engine_niceness=run.engine.fingerprint.get("process_niceness") if run.engine else None)
         return median_over_repeats(metrics, output_tok_s_cv=cv, trial_flags=",".join(flags) or None), flags
 
     def completed(self, run: TrialRun) -> tuple[TrialSummary, list[str]]:

@@ -13,6 +13,8 @@ Trial flags (from the trial's own windows):
   prefix_cache_hits    prefix-cache hits while prefix caching was meant to be off
   client_saturated     the load generator's process used > 90 % of a core: the client may have capped throughput
   noisy                throughput's coefficient of variation over repeats above measurement.noisy_cv
+  low_priority         the engine process ran at a niceness above 0 (a Ray cluster's workers default to 15):
+                       the node's other processes outranked it
 Pairing flags (against the paired baseline):
   lossy?               temperature 0 and greedy_match_rate below measurement.lossless_threshold
   distribution_shift?  temperature > 0 and the first-token test's p-value < 0.01
@@ -35,7 +37,8 @@ def _bad(x: Any) -> bool:
 
 
 def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[list[RequestOutput]], max_tokens: int,
-                ignore_eos: bool, prefix_caching: bool, cv: float | None, noisy_cv: float) -> list[str]:
+                ignore_eos: bool, prefix_caching: bool, cv: float | None, noisy_cv: float,
+                engine_niceness: int | None = None) -> list[str]:
     flags: list[str] = []
     k = k or 0
     if k >= 1:
@@ -65,6 +68,8 @@ def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[li
         flags.append("client_saturated")
     if cv is not None and cv > noisy_cv:
         flags.append("noisy")
+    if engine_niceness is not None and engine_niceness > 0:
+        flags.append("low_priority")
     return flags
 
 

@@ -107,8 +107,9 @@ def test_trial_flags():
     assert trial_flags(k=3, windows=[_w(acceptance_length=float("nan"))], **kw) == ["impossible_al"]
     assert trial_flags(k=3, windows=[_w(acceptance_length=None, num_drafts=0, num_accepted_tokens=0)], **kw) == ["no_drafts"]
     assert trial_flags(k=None, windows=[_w(acceptance_length=None, failed_requests=1, prefix_cache_hit_rate=0.3,
-                                           client_cpu_frac=0.97)], **dict(kw, cv=0.2)) == [
-        "failed_requests", "prefix_cache_hits", "client_saturated", "noisy"]
+                                           client_cpu_frac=0.97)], **dict(kw, cv=0.2, engine_niceness=15)) == [
+        "failed_requests", "prefix_cache_hits", "client_saturated", "noisy", "low_priority"]
+    assert trial_flags(k=3, windows=[_w()], **dict(kw, engine_niceness=0)) == []
     bad_out = _outs([{"ok": True, "output_tokens": 0, "finish_reason": "stop"},
                      {"ok": True, "output_tokens": 3, "finish_reason": "abort"}])
     assert trial_flags(k=None, windows=[_w()], **dict(kw, outputs=bad_out)) == ["empty_output", "truncated_output"]
