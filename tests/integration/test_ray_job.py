@@ -33,7 +33,7 @@ def ray_head(tmp_path_factory):
     ports = {name: _free_port() for name in (
         "port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
         "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
-    env = dict(os.environ, RAY_AUTH_MODE="token", PATH=f"{BIN}:{os.environ['PATH']}")
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_worker_niceness="0", PATH=f"{BIN}:{os.environ['PATH']}")
     env.pop("RAY_ADDRESS", None)
     log = tmp_path_factory.mktemp("ray-head") / "head.log"
     cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
