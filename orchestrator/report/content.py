@@ -171,9 +171,10 @@ class ReportData:
     batch_varies: bool = False
 
 
-_ENV_SHOWN = ("cpu_model", "cpu_count", "gpu_model", "gpu_count", "gpu_driver", "cuda_version", "vllm_version",
+_ENV_SHOWN = ("cpu_model", "cpu_count", "cpu_isa", "gpu_model", "gpu_count", "gpu_driver", "cuda_version", "vllm_version",
               "vllm_distribution", "torch_version", "transformers_version", "ray_version", "python_version",
-              "platform", "hostname", "model_identity", "dtype", "model_dtype_effective", "max_model_len",
+              "platform", "hostname", "model_identity", "dtype", "dtype_reason", "model_dtype_effective",
+              "max_model_len", "process_niceness", "cpu_affinity", "env_LD_PRELOAD",
               "attention_backend", "enable_prefix_caching", "async_scheduling", "engine_args")
 
 

@@ -15,8 +15,8 @@ from .figures import Figure
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{margin-bottom:4px} .sub{color:#555;margin-top:0}
-#verdict{font-size:1.1em;background:#f3f7ff;border-left:4px solid #3366cc;padding:8px 16px}
-#verdict li{margin:6px 0}
+.verdict{font-size:1.1em;background:#f3f7ff;border-left:4px solid #3366cc;padding:8px 16px}
+.verdict li{margin:6px 0}
 .banner{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px;margin:12px 0}
 .banner.fake{background:#fde2e1;border-color:#c00}
 table.results{border-collapse:collapse;font-size:13px}
@@ -54,7 +54,7 @@ def _e(v) -> str:
     return html.escape(str(v))
 
 
-def verdict_html(data: ReportData) -> str:
+def verdict_html(data: ReportData, element_id: str = "verdict") -> str:
     items = []
     for v in data.verdicts:
         parts = v.phrases()
@@ -65,7 +65,7 @@ def verdict_html(data: ReportData) -> str:
                      + (spans + "." if parts else "no speculative row has a speedup (no paired baseline completed).")
                      + "</li>")
     items = "".join(items)
-    return (f"<div id='verdict' data-sweep='{_e(data.sweep)}'><strong>Verdict</strong> (from each row's speedup "
+    return (f"<div id='{element_id}' class='verdict' data-sweep='{_e(data.sweep)}'><strong>Verdict</strong> (from each row's speedup "
             f"and its {_e(_confidence(data))} interval against the paired no-speculation baseline)<ul>{items}</ul></div>")
 
 
@@ -206,8 +206,8 @@ def compare_page(a: ReportData, b: ReportData, figs_a: list[Figure], figs_b: lis
                  compared: list[dict], metrics: tuple[str, ...]) -> str:
     def side(d: ReportData, figs: list[Figure], tag: str) -> str:
         keep = [f for f in figs if f.name == "speedup" or f.name.startswith("heatmap")]
-        return (f"<section id='side-{tag}'><h2>{_e(d.sweep)}</h2>" + verdict_html(d).replace("id='verdict'",
-                f"id='verdict-{tag}'") + banners_html(d.context)
+        return (f"<section id='side-{tag}'><h2>{_e(d.sweep)}</h2>" + verdict_html(d, f"verdict-{tag}")
+                + banners_html(d.context)
                 + "<div class='plots'>" + figures_html(keep, f"{tag}-") + "</div></section>")
 
     head = "".join(f"<th>{_e(h)}</th>" for h in ("method", "K", "dataset", "conc")) + "".join(
