@@ -58,7 +58,10 @@ def test_wheel_installs_and_opens_a_store(tmp_path):
     assert up.returncode == 0, up.stdout + up.stderr
     cur = subprocess.run([specsweep, "db", "current", "--store", store], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=300)
-    assert cur.returncode == 0 and "revision 0005" in cur.stdout and "newest 0005" in cur.stdout, cur.stdout + cur.stderr
+    from orchestrator.store.migrate import head_revision
+
+    head = head_revision()  # the checkout's newest migration: the wheel must carry all of them
+    assert cur.returncode == 0 and f"revision {head}" in cur.stdout and f"newest {head}" in cur.stdout, cur.stdout + cur.stderr
     q = subprocess.run([specsweep, "query", "--saved", "best-by-method", "-p", "sweep=none", "--store", store],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert q.returncode == 0 and "0 rows" in q.stdout, q.stdout + q.stderr
