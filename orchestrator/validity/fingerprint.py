@@ -20,6 +20,9 @@ ENVIRONMENT_FIELDS = (
 # Compared only between rows of the same method (a drafter run and its no-speculation baseline differ here
 # by design): drafter identity, speculative config, CUDA-graph sizes (vLLM adjusts them for drafts).
 METHOD_FIELDS = ("drafter_identity", "speculative_config", "cudagraph_capture_sizes")
+# Fields added to the fingerprint after rows already existed: compared only when both sides recorded them, so
+# an upgrade does not make every earlier row (a nightly's history) incomparable at once.
+ADDED_LATER = ("cpu_isa",)
 # Every other field (hostname, platform, python_version, specsweep_version, specsweep_commit, spec_hash) is
 # recorded, never compared: where and by which spec/commit the row was produced.
 
@@ -45,6 +48,8 @@ def fingerprint_diff(a: dict[str, Any], b: dict[str, Any], *, same_method: bool,
         if f in allowed:
             continue
         va, vb = a.get(f), b.get(f)
+        if f in ADDED_LATER and (va is None or vb is None):
+            continue
         if isinstance(va, dict) and isinstance(vb, dict):
             for k in sorted(set(va) | set(vb)):
                 if f"{f}.{k}" not in allowed and va.get(k) != vb.get(k):

@@ -85,6 +85,11 @@ def test_fingerprint_diff_lists_fields_and_honours_allow():
     assert fingerprint_diff(a, b, same_method=False, allow=["gpu_model", "engine_args.max_num_seqs"]) == []
     assert "drafter_identity: 'sha256:aa' != 'sha256:bb'" in fingerprint_diff(a, b, same_method=True)
     assert "--allow-mismatch" in str(FingerprintMismatch(d))
+    # cpu_isa came later: two CPUs that differ in it differ; a row from before it was recorded is not refused
+    isa = dict(a, cpu_isa="avx2 avx512f avx512_bf16")
+    assert fingerprint_diff(isa, dict(a, cpu_isa="avx2"), same_method=False) == [
+        "cpu_isa: 'avx2 avx512f avx512_bf16' != 'avx2'"]
+    assert fingerprint_diff(isa, dict(a, cpu_isa=None), same_method=False) == []
 
 
 # ---- flags ----------------------------------------------------------------------------------------------------
