@@ -9,6 +9,7 @@ from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_TRIALS_FAILED, SpecError, StoreError
 from .paths import default_store_url
@@ -344,7 +345,7 @@ def report(
     allow_mismatch: list[str] = typer.Option([], "--allow-mismatch",
                                              help="With --compare: fingerprint field allowed to differ (repeatable)"),
     screenshot: bool = typer.Option(False, "--screenshot",
-                                    help="Also render report.html in headless Chromium to report.png, and fail "
+                                    help="Also render report.html in headless Chromium to report.png; exit 1 "
                                          "when the page raises JavaScript errors (needs chromium; "
                                          "SPECSWEEP_CHROMIUM names the binary)"),
 ) -> None:
@@ -352,35 +353,27 @@ def report(
     and PNG figures (matplotlib) of a sweep, or of two sweeps side by side with --compare."""
     from pathlib import Path
 
+    from .report.browser import BrowserError
     from .validity import FingerprintMismatch
 
     st = _open_sweep_store(store, *([sweep, compare] if compare else [sweep]))
     try:
         from .report import build_report
 
-        files = build_report(st, sweep, Path(out), compare=compare, allow=allow_mismatch)
+        res = build_report(st, sweep, Path(out), compare=compare, allow=allow_mismatch, screenshot=screenshot)
     except ImportError as e:
         _fail(f"the report needs matplotlib and plotly: pip install -e '.[report]' ({e})")
-    except FingerprintMismatch as e:
+    except BrowserError as e:
+        _fail(f"screenshot: {e}")
+    except (FingerprintMismatch, ValueError) as e:
         _fail(str(e))
-    except ValueError as e:
-        _fail(str(e))
-    for f in files:
+    for f in res.files + ([res.screenshot] if res.screenshot else []):
         console.print(str(f))
-    page = Path(out) / "report.html"
-    console.print(f"report.html: {page.stat().st_size / 1e6:.1f} MB (plotly.js inlined: opens offline)")
-    if screenshot:
-        from .report.browser import BrowserError, open_page
-
-        try:
-            res = open_page(page, screenshot=Path(out) / "report.png")
-        except BrowserError as e:
-            _fail(f"screenshot: {e}")
-        console.print(str(res.screenshot))
-        if res.errors:
-            for err in res.errors:
-                err_console.print(f"[red]page error:[/] {err}", highlight=False, markup=True)
-            raise typer.Exit(EXIT_TRIALS_FAILED)
+    console.print(f"report.html: {res.page_bytes / 1e6:.1f} MB (plotly.js inlined: opens offline)")
+    for err in res.page_errors:
+        err_console.print(f"[red]page error:[/] {escape(err)}", highlight=False)
+    if res.page_errors:
+        raise typer.Exit(EXIT_TRIALS_FAILED)
 
 
 @app.command("prepare-model")

@@ -7,6 +7,7 @@ table, heat maps, plots, context), or two sweeps side by side (`--compare`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -17,11 +18,21 @@ from .figures import build_figures
 from .page import compare_page, sweep_page
 
 
+@dataclass
+class ReportOutput:
+    files: list[Path]  # the PNGs, then report.html
+    page: Path
+    page_bytes: int
+    screenshot: Path | None = None
+    page_errors: list[str] = field(default_factory=list)  # JavaScript errors Chromium saw (with a screenshot)
+
+
 def build_report(store: Store, sweep: str, out: Path, compare: str | None = None,
-                 allow: Iterable[str] = ()) -> list[Path]:
-    """Write the report of `sweep` (and, with `compare`, the page that puts it beside that sweep) into `out`.
+                 allow: Iterable[str] = (), screenshot: bool = False) -> ReportOutput:
+    """Write the report of `sweep` (and, with `compare`, the page that puts it beside that sweep) into `out`;
+    with `screenshot`, render it in headless Chromium to report.png and collect the page's errors.
     Raises ValueError when a sweep has no completed trial, FingerprintMismatch when the compared sweeps'
-    environments differ in a field that is not allowed."""
+    environments differ in a field that is not allowed, BrowserError when no browser can render it."""
     data = report_data(store, sweep)
     other = report_data(store, compare) if compare else None
     compared = compare_sweeps(store, sweep, compare, allow) if compare else []
@@ -37,4 +48,10 @@ def build_report(store: Store, sweep: str, out: Path, compare: str | None = None
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)
     written.append(path)
-    return written
+    result = ReportOutput(files=written, page=path, page_bytes=path.stat().st_size)
+    if screenshot:
+        from .browser import open_page
+
+        seen = open_page(path, screenshot=out / "report.png")
+        result.screenshot, result.page_errors = seen.screenshot, seen.errors
+    return result
