@@ -3,6 +3,7 @@ Collected inside the engine process (that is where the GPU, driver and vLLM buil
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import importlib.util
 import os
@@ -32,15 +33,19 @@ def _version(*dists: str) -> str | None:
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
 
 
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> str:
+    """/proc/cpuinfo, read once per process (the CPU does not change under it; the trainer asks every step)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     """The CPU's feature flags (Linux /proc/cpuinfo; empty where it cannot be read)."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8") as f:
-                cpuinfo = f.read()
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
+    for line in (_cpuinfo() if cpuinfo is None else cpuinfo).splitlines():
         if line.startswith("flags") and ":" in line:
             return set(line.split(":", 1)[1].split())
     return set()
@@ -68,13 +73,9 @@ def process_priority() -> dict[str, Any]:
 
 
 def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    for line in _cpuinfo().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or None
 
 

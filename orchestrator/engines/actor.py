@@ -14,12 +14,12 @@ import time
 from typing import Any
 
 from ..datasets import Prompt
-from ..environment import artifact_identity, collect_fingerprint, engine_memory
+from ..environment import artifact_identity, collect_fingerprint, cpu_flags, engine_memory
 from ..load import run_closed_loop, run_warmup
 from ..metrics import summarize_window
 from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
 from .base import EngineConfig, EngineStartError
-from .dtype import cpu_flags, resolve_dtype
+from .dtype import resolve_dtype
 from .engine_log import failure_excerpt, redirect_to_file
 from .registry import make_backend
 

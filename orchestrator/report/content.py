@@ -184,10 +184,9 @@ def _show(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def _environment_summaries(store: Store, env_ids: list[int]) -> tuple[list[EnvironmentSummary], list[str]]:
-    envs = {i: store.environment(i) for i in env_ids}
+def _environment_summaries(envs: dict[int, dict]) -> tuple[list[EnvironmentSummary], list[str]]:
     groups: list[list[int]] = []
-    for i in env_ids:
+    for i in envs:
         for g in groups:
             if not fingerprint_diff(envs[g[0]], envs[i], same_method=False):
                 g.append(i)
@@ -219,10 +218,10 @@ def report_data(store: Store, sweep: str) -> ReportData:
         raise ValueError(f"sweep {sweep!r} has no completed trial to report")
     record = store.get_sweep(sweep) or {}
     spec = record.get("spec") or {}
-    env_ids = sorted({r["environment_id"] for r in completed if r.get("environment_id") is not None})
-    envs, differences = _environment_summaries(store, env_ids)
-    fps = [store.environment(i) for i in env_ids]
-    commits = tuple(sorted({str(f.get("specsweep_commit")) for f in fps if f.get("specsweep_commit")}))
+    fingerprints = {i: store.environment(i) for i in sorted({r["environment_id"] for r in completed
+                                                              if r.get("environment_id") is not None})}
+    envs, differences = _environment_summaries(fingerprints)
+    commits = tuple(sorted({str(f["specsweep_commit"]) for f in fingerprints.values() if f.get("specsweep_commit")}))
     wl = spec.get("workload", {})
     datasets = sorted({r["dataset"] for r in completed})
     workload = [("datasets", ", ".join(datasets)), ("prompts per window", _show(wl.get("num_prompts"))),

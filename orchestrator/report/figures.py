@@ -76,7 +76,7 @@ def _title_suffix(data: ReportData) -> str:
     return "  (backend=fake: simulated, not a measurement)" if data.context.simulated else ""
 
 
-def build_figures(data: ReportData, out: Path | None, prefix: str = "") -> list[Figure]:
+def build_figures(data: ReportData, out: Path | None) -> list[Figure]:
     """Every figure of one sweep; PNGs are written to `out` (None: HTML only)."""
     import matplotlib
 
@@ -86,9 +86,9 @@ def build_figures(data: ReportData, out: Path | None, prefix: str = "") -> list[
     groups = _groups(data)
     colours = _colours(groups)
     figs = _heatmaps(data, groups)
-    figs += [_speedup(data, groups, colours, plt, out, prefix), _pareto(data, groups, colours, plt, out, prefix)]
-    figs += [_acceptance_by_position(data, groups, colours, plt, out, prefix),
-             _acceptance_length(data, groups, colours, plt, out, prefix)]
+    figs += [_speedup(data, groups, colours, plt, out), _pareto(data, groups, colours, plt, out)]
+    figs += [_acceptance_by_position(data, groups, colours, plt, out),
+             _acceptance_length(data, groups, colours, plt, out)]
     return figs
 
 
@@ -105,7 +105,7 @@ def _save(fig, out: Path | None, name: str) -> Path | None:
     return path
 
 
-def _pareto(data, groups, colours, plt, out, prefix) -> Figure:
+def _pareto(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
 
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -135,10 +135,10 @@ def _pareto(data, groups, colours, plt, out, prefix) -> Figure:
     ax.grid(alpha=0.3)
     pfig.update_layout(title="Throughput vs p99 TPOT (lines: Pareto front per method)",
                        xaxis_title="p99 TPOT (ms), lower is better", yaxis_title="output tok/s, higher is better")
-    return Figure("pareto", _save(fig, out, f"{prefix}pareto.png"), _div(pfig))
+    return Figure("pareto", _save(fig, out, "pareto.png"), _div(pfig))
 
 
-def _speedup(data, groups, colours, plt, out, prefix) -> Figure:
+def _speedup(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
     from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -204,7 +204,7 @@ def _speedup(data, groups, colours, plt, out, prefix) -> Figure:
     if no_interval:
         pfig.add_annotation(text=f"{NO_INTERVAL_NOTE} where a point has no bar", xref="paper", yref="paper",
                             x=0, y=1.08, showarrow=False, font={"color": "#b00"}, name="no-interval-note")
-    return Figure("speedup", _save(fig, out, f"{prefix}speedup.png"), _div(pfig))
+    return Figure("speedup", _save(fig, out, "speedup.png"), _div(pfig))
 
 
 def _heatmaps(data, groups) -> list[Figure]:
@@ -256,7 +256,7 @@ def _heatmaps(data, groups) -> list[Figure]:
     return out
 
 
-def _acceptance_by_position(data, groups, colours, plt, out, prefix) -> Figure:
+def _acceptance_by_position(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -281,10 +281,10 @@ def _acceptance_by_position(data, groups, colours, plt, out, prefix) -> Figure:
     pfig.update_layout(title="Acceptance by draft position (median over load points)",
                        xaxis={"title": "draft position", "dtick": 1}, yaxis={"title": "accepted / drafts",
                                                                               "range": [0, 1]})
-    return Figure("acceptance_by_position", _save(fig, out, f"{prefix}acceptance_by_position.png"), _div(pfig))
+    return Figure("acceptance_by_position", _save(fig, out, "acceptance_by_position.png"), _div(pfig))
 
 
-def _acceptance_length(data, groups, colours, plt, out, prefix) -> Figure:
+def _acceptance_length(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
 
     datasets = sorted({r["dataset"] for r in data.completed})
@@ -309,7 +309,7 @@ def _acceptance_length(data, groups, colours, plt, out, prefix) -> Figure:
     ax.grid(alpha=0.3, axis="y")
     pfig.update_layout(title="Acceptance length per dataset (median over load points; counts the bonus token)",
                        barmode="group", yaxis={"title": "acceptance length", "rangemode": "tozero"})
-    return Figure("acceptance_length", _save(fig, out, f"{prefix}acceptance_length.png"), _div(pfig))
+    return Figure("acceptance_length", _save(fig, out, "acceptance_length.png"), _div(pfig))
 
 
 def _second(suffix: str) -> str:

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ...engines.dtype import DtypeChoice, cpu_flags, resolve_dtype
+from ...engines.dtype import DtypeChoice, resolve_dtype
+from ...environment import cpu_flags
 from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
