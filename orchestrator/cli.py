@@ -122,6 +122,9 @@ def validate(spec: str = typer.Argument(..., help="Sweep spec YAML file")) -> No
     extra = f" + {p.paired_baselines} paired baseline trials" if p.paired_baselines else ""
     if search.sampler == "grid":
         what = f"grid of {p.points} trials{extra} on {p.engine_configs} engine configurations"
+    elif search.sampler == "capacity":
+        what = (f"capacity search of {p.capacity_configs} configurations (the baseline's included), at most "
+                f"{search.capacity.max_probes} request-rate probes each")
     else:
         what = (f"{search.sampler} sampler, {search.n_trials or 20} trials from a space of {p.points} points "
                 f"({p.engine_configs} engine configurations)")
@@ -189,7 +192,8 @@ def results(
 
     _check_format(fmt)
     st = _open_sweep_store(store, sweep)
-    print_results(st.trial_results(sweep), fmt, console, title=f"sweep {sweep}", crossover=st.crossover(sweep))
+    print_results(st.trial_results(sweep), fmt, console, title=f"sweep {sweep}", crossover=st.crossover(sweep),
+                  capacity=st.capacity_results(sweep))
 
 
 @app.command()

@@ -26,6 +26,7 @@ METRIC_COLUMNS = (
     "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
     "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
     "acceptance_length", "acceptance_rate",
+    "goodput_req_s", "slo_attainment",
 )
 
 
@@ -84,11 +85,49 @@ class EngineStarted:
 
 
 @dataclass(frozen=True)
+class SloThresholds:
+    """Per-request service-level objectives (`measurement.slo`): a request meets the SLO when it succeeded and
+    every threshold given holds for it. Goodput counts such requests per second."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def met(self, ok: bool, ttft_ms: float | None, tpot_ms: float | None, e2e_ms: float | None) -> bool:
+        if not ok:
+            return False
+        if self.ttft_ms is not None and (ttft_ms is None or ttft_ms > self.ttft_ms):
+            return False
+        # a one-token answer has no TPOT: that threshold cannot be missed
+        if self.tpot_ms is not None and tpot_ms is not None and tpot_ms > self.tpot_ms:
+            return False
+        if self.e2e_ms is not None and (e2e_ms is None or e2e_ms > self.e2e_ms):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class OpenLoopLoad:
+    """An open-loop load point: requests sent on a seeded arrival schedule, whatever is in flight
+    (load/open_loop.py). The schedule depends only on these fields and the number of prompts, so the
+    baseline and every method at one load point get the same send times, in the same prompt order."""
+
+    request_rate: float  # requests/s; inf: every request at once
+    arrival: str = "poisson"  # poisson | gamma
+    burstiness: float = 1.0  # gamma shape (1.0 = poisson); < 1 burstier, > 1 more regular
+    seed: int = 0
+    max_concurrency: int | None = None  # cap on requests in flight (a request due while full waits)
+
+
+@dataclass(frozen=True)
 class MeasureRequest:
-    """What the pool asks an engine actor to measure: one window of `dataset` at `concurrency`."""
+    """What the pool asks an engine actor to measure: one window of `dataset` at `concurrency` (closed loop)
+    or on `open_loop`'s arrival schedule."""
 
     dataset: str
     concurrency: int
+    open_loop: OpenLoopLoad | None = None
+    slo: SloThresholds | None = None
     warmup_requests: int = 0
     request_timeout_s: float = 600.0
     discard_first_window: bool = False  # after an engine start, run (and discard) one whole window first
@@ -129,6 +168,8 @@ class MetricValues:
     e2e_ms_p99: float | None = None
     acceptance_length: float | None = None  # 1 + accepted / drafts: counts the bonus token
     acceptance_rate: float | None = None
+    goodput_req_s: float | None = None  # requests that met every measurement.slo threshold / window duration
+    slo_attainment: float | None = None  # share of the window's requests (failed included) that met the SLO
     acceptance_per_pos: list[float] = field(default_factory=list)
 
     def metric(self, name: str) -> float | None:
@@ -154,6 +195,10 @@ class WindowMetrics(MetricValues):
     prefix_cache_hit_rate: float | None = None
     memory_kind: str | None = None  # gpu | rss
     memory_mb: float | None = None
+    # open loop: how late requests were sent against their schedule (the generator's own lag; time a request
+    # waited for a free slot under max_concurrency is not lag)
+    send_lag_ms_p99: float | None = None
+    send_lag_ms_max: float | None = None
 
 
 @dataclass(frozen=True)

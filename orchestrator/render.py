@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from typing import Any
 
 from rich.console import Console
@@ -21,16 +22,33 @@ TABLE_COLUMNS = [
     ("num_speculative_tokens", "K", "{}"),
     ("dataset", "dataset", "{}"),
     ("concurrency", "conc", "{}"),
+    ("request_rate", "rate req/s", "rate"),
     ("output_tok_s", "out tok/s", "{:.1f}"),
     ("speedup", "speedup [CI]", "speedup"),
     ("ttft_ms_p50", "TTFT p50 ms", "{:.0f}"),
     ("tpot_ms_p50", "TPOT p50 ms", "{:.1f}"),
     ("acceptance_length", "AL", "{:.2f}"),
     ("greedy_match_rate", "same out", "{:.2f}"),
+    ("slo_attainment", "SLO met", "{:.0%}"),
+    ("goodput_req_s", "goodput req/s", "{:.2f}"),
     ("state", "state", "{}"),
     ("on_pareto_front", "best", "flag"),
     ("flags", "flags", "{}"),
 ]
+
+
+# shown only when some row has a value (open-loop load points, measurement.slo)
+OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s")
+
+
+def table_columns(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """TABLE_COLUMNS less the optional ones no row has a value for."""
+    return [c for c in TABLE_COLUMNS if c[0] not in OPTIONAL_COLUMNS or any(r.get(c[0]) is not None for r in rows)]
+
+
+def _json_safe(v: Any) -> Any:
+    """JSON has no infinity: a request rate of inf is written as the string "inf"."""
+    return "inf" if isinstance(v, float) and math.isinf(v) else v
 
 
 def _speedup(row: dict) -> str:
@@ -47,6 +65,8 @@ def format_cell(value: Any, fmt: str, row: dict | None = None) -> str:
         return _speedup(row or {})
     if value is None:
         return "-"
+    if fmt == "rate":
+        return "inf" if math.isinf(value) else f"{value:g}"
     if fmt == "flag":  # booleans come back as 0/1 from SQLite views
         return "*" if value else ""
     try:
@@ -60,10 +80,11 @@ def results_table(rows: list[dict], title: str = "") -> Table:
     if "fake" in backends:
         title += "  [bold red](backend=fake: simulated, not a measurement)[/]"
     table = Table(title=title, show_lines=False)
-    for _, header, _ in TABLE_COLUMNS:
+    columns = table_columns(rows)
+    for _, header, _ in columns:
         table.add_column(header, justify="left" if header in ("method", "dataset", "state", "flags") else "right")
     for r in rows:
-        cells = [format_cell(r.get(col), fmt, r) for col, _, fmt in TABLE_COLUMNS]
+        cells = [format_cell(r.get(col), fmt, r) for col, _, fmt in columns]
         style = "red" if r.get("state") == "FAIL" else None
         table.add_row(*cells, style=style)
     return table
@@ -83,9 +104,9 @@ def crossover_lines(crossover: list[dict]) -> list[str]:
 
 
 def print_results(rows: list[dict], fmt: str, console: Console, title: str = "",
-                  crossover: list[dict] | None = None) -> None:
+                  crossover: list[dict] | None = None, capacity: list[dict] | None = None) -> None:
     if fmt == "json":
-        console.print_json(json.dumps(rows, default=str))
+        console.print_json(json.dumps([{k: _json_safe(v) for k, v in r.items()} for r in rows], default=str))
     elif fmt == "csv":
         buf = io.StringIO()
         if rows:
@@ -99,16 +120,37 @@ def print_results(rows: list[dict], fmt: str, console: Console, title: str = "",
         console.print(results_table(rows, title))
         for line in crossover_lines(crossover or []):
             console.print(f"crossover: {line}")
+        for line in capacity_lines(capacity or []):
+            console.print(f"capacity: {line}", highlight=False)
         flagged = [r for r in rows if r.get("flags")]
         for r in flagged:
-            console.print(f"[yellow]trial {r['trial']} ({r['label']}, {r['dataset']}, concurrency {r['concurrency']}) "
+            console.print(f"[yellow]trial {r['trial']} ({r['label']}, {r['dataset']}, {_load(r)}) "
                           f"flags:[/] {r['flags'].replace(',', ', ')}", highlight=False)
         if flagged:
             console.print("flags are explained in README.md (Flags); a flagged row's numbers are suspect")
         for r in rows:
             if r.get("state") == "FAIL" and r.get("error"):
-                console.print(f"[red]trial {r['trial']} ({r['label']}, concurrency {r['concurrency']}) failed:[/] "
+                console.print(f"[red]trial {r['trial']} ({r['label']}, {_load(r)}) failed:[/] "
                               f"{r['error'].splitlines()[0][:300]}")
+
+
+def _load(row: dict) -> str:
+    from .controller.plan import load_text
+
+    return load_text(row["concurrency"], row.get("request_rate"))
+
+
+def capacity_lines(capacity: list[dict]) -> list[str]:
+    """`results` of a capacity search: one line per configuration, with its ratio to the baseline."""
+    out = []
+    for c in capacity:
+        k = "" if c["num_speculative_tokens"] is None else f" K={c['num_speculative_tokens']}"
+        ratio = "" if c.get("capacity_ratio") is None or c["method"] == "baseline" else \
+            f"; {c['capacity_ratio']:.2f}x the baseline's {c['baseline_max_rate_within_slo']:g} req/s"
+        slo = ", ".join(f"{key} <= {v:g}" for key, v in (c.get("slo") or {}).items())
+        out.append(f"{c['label']}{k} on {c['dataset']}: {capacity_text(c['status'], c['max_rate_within_slo'], c['first_failing_rate'])}"
+                   f"{ratio} (>= {c['target_attainment']:.0%} of requests with {slo}; {len(c['probes'])} probes)")
+    return out
 
 
 class SweepConsole:
@@ -164,8 +206,9 @@ class SweepConsole:
         c = self.console
         if isinstance(event, ev.SweepPlanned):
             engines = f" on {event.engines} engine configurations" if event.engines is not None else ""
-            c.print(f"sweep [bold]{event.sweep}[/] ({event.sampler}): {event.todo} trials to run, {event.skipped} done "
-                    f"before{engines} → {event.store}")
+            most = "at most " if event.sampler == "capacity" else ""
+            c.print(f"sweep [bold]{event.sweep}[/] ({event.sampler}): {most}{event.todo} trials to run, {event.skipped} "
+                    f"done before{engines} → {event.store}")
             self.task = self.progress.add_task(event.sweep, total=event.todo, status="")
             import time
 
@@ -199,21 +242,26 @@ class SweepConsole:
 
             c.print(f"[red]engine {event.label} failed to start[/]: {escape(event.error[-6000:])}", highlight=False)
         elif isinstance(event, ev.TrialStarted):
-            self._status(f"{event.trial.label}{self._k(event.trial.k)} concurrency {event.trial.concurrency}")
+            self._status(f"{event.trial.label}{self._k(event.trial.k)} {event.trial.load}")
         elif isinstance(event, ev.WindowDone):
             if not c.is_terminal:
-                c.print(f"  {event.trial.label}{self._k(event.trial.k)} @ concurrency {event.trial.concurrency}: "
+                c.print(f"  {event.trial.label}{self._k(event.trial.k)} @ {event.trial.load}: "
                         f"window {event.windows} measured")
         elif isinstance(event, ev.TrialDone):
             s, t = event.summary, event.trial
             al = "" if s.acceptance_length is None else f", AL {s.acceptance_length:.2f}"
             tok = "-" if s.output_tok_s is None else f"{s.output_tok_s:.1f}"
-            c.print(f"  {self._count()}{t.label}{self._k(t.k)} {t.dataset} @ concurrency {t.concurrency}: {tok} out tok/s{al}")
+            slo = "" if s.slo_attainment is None else f", SLO met by {s.slo_attainment:.0%}" + (
+                "" if s.goodput_req_s is None else f" (goodput {s.goodput_req_s:.2f} req/s)")
+            c.print(f"  {self._count()}{t.label}{self._k(t.k)} {t.dataset} @ {t.load}: {tok} out tok/s{al}{slo}")
             self._advance()
         elif isinstance(event, ev.TrialFailed):
             t = event.trial
-            c.print(f"[red]  {self._count()}{t.label}{self._k(t.k)} @ concurrency {t.concurrency} failed:[/] {event.error[:500]}")
+            c.print(f"[red]  {self._count()}{t.label}{self._k(t.k)} @ {t.load} failed:[/] {event.error[:500]}")
             self._advance()
+        elif isinstance(event, ev.CapacityFound):
+            c.print(f"capacity {event.label}{self._k(event.k)} {event.dataset}: {capacity_text(event.status, event.max_rate_within_slo, event.first_failing_rate)} "
+                    f"({event.probes} probes)", highlight=False)
         elif isinstance(event, ev.SweepInterrupted):
             c.print(f"[yellow]interrupted ({event.why}): the running trial is marked FAIL; completed trials are kept[/]")
         elif isinstance(event, ev.NightlySweepStarted):
@@ -291,3 +339,16 @@ class TrainProgress:
         if not self.err.is_terminal and (now - self.last_print > 15 or done == total):
             self.last_print = now
             self.err.print(f"{stage}: {done}/{total} {note}", highlight=False)
+
+
+def capacity_text(status: str, passing: float | None, failing: float | None) -> str:
+    """One configuration's capacity in words (run output, `results`)."""
+    if status == "failed":
+        return "search failed (a probe's trial failed; see its error)"
+    if status == "above_max":
+        return f"meets the SLO up to the highest rate probed, {passing:g} req/s (search.capacity.max_rate)"
+    if status == "below_min" or passing is None:
+        return f"misses the SLO even at {failing:g} req/s (search.capacity.min_rate)"
+    bracket = f" (fails at {failing:g})" if failing is not None else ""
+    limit = " [probe limit reached]" if status == "probe_limit" else ""
+    return f"{passing:g} req/s within the SLO{bracket}{limit}"

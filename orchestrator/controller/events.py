@@ -18,6 +18,14 @@ class TrialRef:
     k: int | None
     concurrency: int
     dataset: str
+    request_rate: float | str | None = None  # open loop: requests/s ("inf"); None: closed loop at `concurrency`
+
+    @property
+    def load(self) -> str:
+        """`concurrency 4` or `rate 2/s`."""
+        from .plan import load_text
+
+        return load_text(self.concurrency, self.request_rate)
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,22 @@ class NightlySweepStarted:
     sweep: str
 
 
+@dataclass(frozen=True)
+class CapacityFound:
+    """search.sampler capacity: one configuration's search ended."""
+
+    label: str
+    k: int | None
+    dataset: str
+    status: str  # bracketed | above_max | below_min | probe_limit | failed
+    max_rate_within_slo: float | None
+    first_failing_rate: float | None
+    probes: int
+
+
 Event = (Note | SweepWarning | SweepPlanned | RayConnected | PoolSized | EngineStarting | EngineReady | EngineFailed
-         | EngineRetired | TrialStarted | WindowDone | TrialDone | TrialFailed | SweepInterrupted | NightlySweepStarted)
+         | EngineRetired | TrialStarted | WindowDone | TrialDone | TrialFailed | SweepInterrupted | NightlySweepStarted
+         | CapacityFound)
 Listener = Callable[[Event], None]
 
 

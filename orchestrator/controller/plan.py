@@ -6,13 +6,16 @@ Optuna parameters:
   <label>:<param>             categorical over a method's swept values (only for swept parameters)
   max_num_seqs, max_num_batched_tokens   categorical, when swept in `space`
   dataset                     categorical over workload.dataset (a load point: no engine restart)
-  concurrency                 categorical over space.concurrency
+  concurrency                 categorical over space.concurrency (closed loop), or
+  request_rate                categorical over space.request_rate (open loop; `inf` is the string "inf").
+                              A point has one of the two; a grid with both lists measures each.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,13 +26,26 @@ from ..records import SamplingSettings
 from ..spec import LoadedSpec
 
 
+def rate_value(rate: float | str) -> float:
+    """A request rate as a number (`inf` -> math.inf)."""
+    return math.inf if rate == "inf" else float(rate)
+
+
+def load_text(concurrency: int, request_rate: float | str | None) -> str:
+    """A load point in words: `concurrency 4`, `rate 2/s`, `rate inf`."""
+    if request_rate is None:
+        return f"concurrency {concurrency}"
+    return "rate inf" if rate_value(request_rate) == math.inf else f"rate {rate_value(request_rate):g}/s"
+
+
 @dataclass(frozen=True)
 class PlannedTrial:
     point: MethodPoint
     engine: EngineConfig
-    concurrency: int
+    concurrency: int  # closed loop: requests in flight; open loop: the most in flight (the cap, else the prompts)
     dataset: str
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    request_rate: float | str | None = None  # open loop: requests/s ("inf": all at once); None: closed loop
 
     def row(self, params: dict[str, Any], role: str = "search") -> dict[str, Any]:
         """Columns of the sweep_trials row for this trial (`params`: its Optuna parameters; `role`: search,
@@ -46,6 +62,7 @@ class PlannedTrial:
             "num_speculative_tokens": self.point.num_speculative_tokens,
             "method_params": {**self.point.params, **self.point.derived, **self.point.facts},
             "concurrency": self.concurrency,
+            "request_rate": None if self.request_rate is None else rate_value(self.request_rate),
             "dataset": self.dataset,
             "chat_template_kwargs": self.chat_template_kwargs,
             "engine_config": self.engine.to_dict(),
@@ -156,7 +173,16 @@ class SearchSpace:
 
     @property
     def concurrencies(self) -> list[int]:
-        return list(self.loaded.spec.space.concurrency)
+        """Closed-loop load points (none when the spec gives only request rates)."""
+        space = self.loaded.spec.space
+        if space.request_rate is not None and "concurrency" not in space.model_fields_set:
+            return []
+        return list(space.concurrency)
+
+    @property
+    def request_rates(self) -> list[float | str]:
+        """Open-loop load points (requests/s; "inf")."""
+        return list(self.loaded.spec.space.request_rate or [])
 
     @property
     def datasets(self) -> list[str]:
@@ -171,20 +197,33 @@ class SearchSpace:
         for k, vals in self.engine_choices.items():
             params[k] = trial.suggest_categorical(k, vals)
         params["dataset"] = trial.suggest_categorical("dataset", self.datasets)
-        params["concurrency"] = trial.suggest_categorical("concurrency", self.concurrencies)
+        if self.concurrencies:  # adaptive samplers take one load dimension (spec validation)
+            params["concurrency"] = trial.suggest_categorical("concurrency", self.concurrencies)
+        else:
+            params["request_rate"] = trial.suggest_categorical("request_rate", self.request_rates)
         return params
+
+    def configurations(self, with_baseline: bool = False) -> list[dict[str, Any]]:
+        """Every (method point, engine settings, dataset) once, without a load point; `with_baseline` adds the
+        automatic baseline's when the spec has no plain baseline entry."""
+        out = []
+        engine_combos = [dict(zip(self.engine_choices, c)) for c in itertools.product(*self.engine_choices.values())]
+        labels_points = [(p.label, {f"{p.label}:{k}": p.params[k] for k in self.swept_method_params(p.label)})
+                         for p in self.loaded.method_points]
+        if with_baseline and self.baseline_label not in self.labels:
+            labels_points.append((self.baseline_label, {}))
+        for label, method_params in labels_points:
+            for eng in engine_combos:
+                for ds in self.datasets:
+                    out.append({"method": label, **method_params, **eng, "dataset": ds})
+        return out
 
     def grid(self) -> list[dict[str, Any]]:
         """Every point once, ordered so that points sharing an engine configuration are adjacent."""
         out = []
-        engine_combos = [dict(zip(self.engine_choices, c)) for c in itertools.product(*self.engine_choices.values())]
-        for point in self.loaded.method_points:
-            swept = self.swept_method_params(point.label)
-            method_params = {f"{point.label}:{k}": point.params[k] for k in swept}
-            for eng in engine_combos:
-                for ds in self.datasets:
-                    for conc in self.concurrencies:
-                        out.append({"method": point.label, **method_params, **eng, "dataset": ds, "concurrency": conc})
+        for config in self.configurations():
+            out += [{**config, "concurrency": c} for c in self.concurrencies]
+            out += [{**config, "request_rate": r} for r in self.request_rates]
         return out
 
     def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +231,8 @@ class SearchSpace:
         from optuna.distributions import CategoricalDistribution
 
         choices: dict[str, list[Any]] = {"method": self.labels, "concurrency": self.concurrencies,
-                                         "dataset": self.datasets, **self.engine_choices}
+                                         "request_rate": self.request_rates, "dataset": self.datasets,
+                                         **self.engine_choices}
         label = params["method"]
         for k, vals in self.swept_method_params(label).items():
             choices[f"{label}:{k}"] = vals
@@ -213,8 +253,9 @@ class SearchSpace:
         None for a point that is itself a baseline."""
         if self.method_point(params).method == "baseline":
             return None
+        load = {k: params[k] for k in ("concurrency", "request_rate") if k in params}
         return {"method": self.baseline_label, **{k: params[k] for k in ENGINE_KEYS if k in params},
-                "dataset": params["dataset"], "concurrency": params["concurrency"]}
+                "dataset": params["dataset"], **load}
 
     def grid_baselines(self, points: list[dict[str, Any]], add_missing: bool) -> tuple[dict[str, str], list[dict]]:
         """(speculative point key -> its baseline's key, baseline points the grid lacks). Without
@@ -248,8 +289,11 @@ class SearchSpace:
         point = self.method_point(params)
         overrides = {k: params[k] for k in ENGINE_KEYS if k in params}
         cfg = engine_config(self.loaded, point, self.model_path, overrides)
-        return PlannedTrial(point=point, engine=cfg, concurrency=int(params["concurrency"]), dataset=params["dataset"],
-                            chat_template_kwargs=chat_template_kwargs(self.loaded))
+        rate = params.get("request_rate")
+        w = self.loaded.spec.workload
+        concurrency = int(params["concurrency"]) if rate is None else (w.max_concurrency or w.num_prompts)
+        return PlannedTrial(point=point, engine=cfg, concurrency=concurrency, dataset=params["dataset"],
+                            chat_template_kwargs=chat_template_kwargs(self.loaded), request_rate=rate)
 
 
 def build_plan(loaded: LoadedSpec, model_path: str) -> list[PlannedTrial]:
@@ -265,6 +309,7 @@ class PlanSummary:
     points: int  # points of the search space (a grid runs each once)
     paired_baselines: int  # baseline trials a grid adds to pair with its speculative points
     engine_configs: int  # distinct engine configurations, baselines included
+    capacity_configs: int = 0  # search.sampler capacity: configurations searched (the baseline's included)
 
 
 def plan_summary(loaded: LoadedSpec, model_path: str) -> PlanSummary:
@@ -272,4 +317,5 @@ def plan_summary(loaded: LoadedSpec, model_path: str) -> PlanSummary:
     points = space.grid()
     _, baselines = space.grid_baselines(points, loaded.spec.measurement.paired_baseline)
     configs = {space.planned_trial(p).engine.config_hash for p in points + baselines}
-    return PlanSummary(points=len(points), paired_baselines=len(baselines), engine_configs=len(configs))
+    return PlanSummary(points=len(points), paired_baselines=len(baselines), engine_configs=len(configs),
+                       capacity_configs=len(space.configurations(with_baseline=loaded.spec.measurement.paired_baseline)))

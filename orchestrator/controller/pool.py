@@ -20,8 +20,8 @@ from typing import Any
 import ray
 
 from ..engines.base import EngineConfig
-from ..records import EngineStarted, MeasureRequest, WindowResult
-from .plan import PlannedTrial
+from ..records import EngineStarted, MeasureRequest, OpenLoopLoad, SloThresholds, WindowResult
+from .plan import PlannedTrial, rate_value
 
 
 @dataclass
@@ -51,8 +51,11 @@ class TrialRun:
         return sum(w.measure_s for w in self.windows)
 
     def measure_request(self, window: "WindowSettings") -> MeasureRequest:
-        return MeasureRequest(dataset=self.planned.dataset, concurrency=self.planned.concurrency,
-                              warmup_requests=window.warmup_requests, request_timeout_s=window.request_timeout_s,
+        rate = self.planned.request_rate
+        open_loop = None if rate is None else replace(window.arrival, request_rate=rate_value(rate))
+        return MeasureRequest(dataset=self.planned.dataset, concurrency=self.planned.concurrency, open_loop=open_loop,
+                              slo=window.slo, warmup_requests=window.warmup_requests,
+                              request_timeout_s=window.request_timeout_s,
                               discard_first_window=window.discard_first_window)
 
 
@@ -63,6 +66,9 @@ class WindowSettings:
     warmup_requests: int = 0
     request_timeout_s: float = 600.0
     discard_first_window: bool = False
+    slo: SloThresholds | None = None  # measurement.slo: goodput and attainment of every window
+    # open-loop windows: the workload's arrival process (request_rate is each trial's own)
+    arrival: OpenLoopLoad = field(default_factory=lambda: OpenLoopLoad(request_rate=1.0))
 
 
 @dataclass

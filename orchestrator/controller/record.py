@@ -41,7 +41,7 @@ class TrialRecorder:
         flags = trial_flags(k=run.planned.point.num_speculative_tokens, windows=metrics,
                             outputs=[w.outputs for w in run.windows], max_tokens=self.max_tokens,
                             ignore_eos=self.ignore_eos, prefix_caching=bool(self.spec.engine.enable_prefix_caching),
-                            cv=cv, noisy_cv=m.noisy_cv,
+                            cv=cv, noisy_cv=m.noisy_cv, max_send_lag_ms=m.max_send_lag_ms,
                             engine_niceness=run.engine.fingerprint.get("process_niceness") if run.engine else None)
         return median_over_repeats(metrics, output_tok_s_cv=cv, trial_flags=",".join(flags) or None), flags
 
@@ -70,8 +70,8 @@ class TrialRecorder:
 
     def tell(self, run: TrialRun, summary: TrialSummary | None) -> None:
         """Report a finished trial to Optuna (never raises: the measurement is already stored)."""
-        if run.role == "paired_baseline":
-            return  # not a point the sampler chose
+        if run.role == "paired_baseline" or self.spec.search.sampler == "capacity":
+            return  # not a point an Optuna sampler chose
         try:
             number = self.book.tell(run.handle, run.params, run.trial_id, summary)
             if run.handle is None:

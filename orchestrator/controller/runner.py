@@ -20,7 +20,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from ..records import TrialSummary
+from ..records import OpenLoopLoad, SloThresholds, TrialSummary
 from ..spec import LoadedSpec
 from ..store import Store
 from . import events as ev
@@ -32,6 +32,7 @@ from .resources import engine_actor_class, max_engines
 from .record import TrialRecorder
 from .lease import Lease
 from .resume import reconcile_adaptive, reconcile_grid, requeue_orphans
+from .capacity import CapacityResult, CapacityStrategy, capacity_row
 from .strategies import AdaptiveStrategy, GridStrategy
 from .study import StudyBook, fail_stale_trials, open_study
 
@@ -135,8 +136,12 @@ class SweepController:
                                       self.book, self.baselines, warn)
         self.strategy = self._strategy()
 
-    def _strategy(self) -> GridStrategy | AdaptiveStrategy:
+    def _strategy(self) -> GridStrategy | AdaptiveStrategy | CapacityStrategy:
         s, m = self.spec.search, self.spec.measurement
+        if s.sampler == "capacity":
+            return CapacityStrategy(self.store, self.p.space, sweep_id=self.sweep_id, settings=s.capacity,
+                                    repeats=m.repeats, with_baseline=m.paired_baseline,
+                                    retry_failed=self.retry_failed, on_result=self._capacity_found)
         if s.sampler == "grid":
             work = reconcile_grid(self.store, self.sweep_id, self.p.space, s.n_trials, m.paired_baseline,
                                   self.retry_failed)
@@ -148,6 +153,18 @@ class SweepController:
         return AdaptiveStrategy(self.book, self.p.space, self.recorder, self.baselines, work, sweep_id=self.sweep_id,
                                 repeats=m.repeats, paired_baseline=m.paired_baseline, deadline=deadline,
                                 stored_summary=self._stored_summary)
+
+    def _capacity_found(self, result: CapacityResult) -> None:
+        """A configuration's capacity search ended: store it, say it."""
+        s = self.spec
+        planned = self.p.space.planned_trial({**result.config, "request_rate": result.probes[0].rate}) \
+            if result.probes else None
+        self.store.save_capacity(self.sweep_id, capacity_row(result, planned, s.search.capacity.target_attainment,
+                                                             s.measurement.slo.model_dump(exclude_none=True)))
+        self.emit(ev.CapacityFound(label=result.config["method"], k=planned.point.num_speculative_tokens if planned else None,
+                                   dataset=result.config["dataset"], status=result.status,
+                                   max_rate_within_slo=result.max_rate_within_slo,
+                                   first_failing_rate=result.first_failing_rate, probes=len(result.probes)))
 
     def _stored_summary(self, trial_id: int) -> TrialSummary:
         return TrialSummary.from_row(self.store.trial_result(trial_id))
@@ -192,7 +209,7 @@ class SweepController:
         return EnginePool(
             engine_actor_class(self.loaded), max_engines=max_engines(self.loaded), repeats=m.repeats,
             start_timeout_s=self.spec.engine.start_timeout_s, trial_timeout_s=m.trial_timeout_s,
-            window=WindowSettings(m.warmup_requests, m.request_timeout_s, m.discard_first_window),
+            window=window_settings(self.spec),
             actor_args=(ray.put(self.p.prompts), self.p.sampling))
 
     def _loop(self, pool: EnginePool, guard: _SignalGuard) -> None:
@@ -287,9 +304,11 @@ class SweepController:
                 return
             summary, flags = self.recorder.completed(run)
             self.emit(ev.TrialDone(_ref(run), summary, tuple(flags)))
+            self.strategy.finished(run, summary)
         elif pe.kind == "trial_failed":
             self.recorder.failed(run, pe.error)
             self.emit(ev.TrialFailed(_ref(run), pe.error))
+            self.strategy.finished(run, None)
 
     def _count(self) -> None:
         t = self.recorder.tally
@@ -315,10 +334,19 @@ class SweepController:
         return self.outcome
 
 
+def window_settings(spec) -> WindowSettings:
+    """How every window of the sweep is taken, from the spec's measurement and workload sections."""
+    m, w = spec.measurement, spec.workload
+    slo = None if m.slo is None else SloThresholds(ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms, e2e_ms=m.slo.e2e_ms)
+    return WindowSettings(m.warmup_requests, m.request_timeout_s, m.discard_first_window, slo=slo,
+                          arrival=OpenLoopLoad(request_rate=1.0, arrival=w.arrival, burstiness=w.burstiness,
+                                               seed=w.seed, max_concurrency=w.max_concurrency))
+
+
 def _ref(run: TrialRun) -> ev.TrialRef:
     return ev.TrialRef(trial_id=run.trial_id, label=run.planned.point.label,
                        k=run.planned.point.num_speculative_tokens, concurrency=run.planned.concurrency,
-                       dataset=run.planned.dataset)
+                       dataset=run.planned.dataset, request_rate=run.planned.request_rate)
 
 
 def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = None, emit: ev.Listener = ev.ignore,

@@ -4,11 +4,13 @@
                       so an adaptive strategy sees the pool fill up as it asks)
   window_done(run)    a dispatch of `run` finished; False when the trial needs more windows later
   exhausted(pool)     nothing more will be submitted (the pool may retire idle engines)
+  finished(run, summary)  a trial was recorded (summary None: it failed); the capacity search steers by it
   waiting             trials held back for a later round (failed or released on interrupt)
 
 Grid: every point at once, so an engine serves all load points of its configuration; with rotated repeats
 each round measures one window of every trial (warm engine's configuration first) before the next round.
 Adaptive (random/tpe/gp/nsga2): one trial per free engine slot, asked from Optuna, with its paired baseline.
+Capacity: capacity.py.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class GridStrategy:
             self.waiting.append(run)
             return False
         return True
+
+    def finished(self, run: TrialRun, summary) -> None:
+        pass
 
     def exhausted(self, pool: EnginePool) -> bool:
         return self._submitted and not (self.rotated and (self.waiting or any(
@@ -119,6 +124,9 @@ class AdaptiveStrategy:
 
     def window_done(self, run: TrialRun) -> bool:
         return len(run.windows) >= self.repeats
+
+    def finished(self, run: TrialRun, summary) -> None:
+        pass  # Optuna hears of it through the recorder
 
     def exhausted(self, pool: EnginePool) -> bool:
         return self.asked >= self.work.target

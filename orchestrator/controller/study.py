@@ -25,7 +25,7 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 
 def make_sampler(search: SearchSpec) -> optuna.samplers.BaseSampler:
     s = search.sampler
-    if s in ("grid", "random"):
+    if s in ("grid", "random", "capacity"):  # grid and capacity choose their own points: never asked
         return optuna.samplers.RandomSampler(seed=search.seed)
     if s == "tpe":
         return optuna.samplers.TPESampler(seed=search.seed, multivariate=True, group=True, constant_liar=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..datasets import Prompt
 from ..environment import artifact_identity, collect_fingerprint, cpu_flags, engine_memory
-from ..load import run_closed_loop, run_warmup
+from ..load import run_closed_loop, run_open_loop, run_warmup
 from ..metrics import summarize_window
 from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
 from .base import EngineConfig, EngineStartError
@@ -86,6 +86,15 @@ class EngineActor:
             "fake": c.fake or None,
         }
 
+    async def _load(self, req: MeasureRequest, prompts: list[Prompt], tag: str):
+        """One pass over `prompts` at the request's load point: closed loop at `concurrency`, or open loop on
+        its arrival schedule."""
+        if req.open_loop is None:
+            return await run_closed_loop(self.backend, prompts, self.sampling, req.concurrency, tag=tag,
+                                         timeout_s=req.request_timeout_s)
+        return await run_open_loop(self.backend, prompts, self.sampling, req.open_loop, tag=tag,
+                                   timeout_s=req.request_timeout_s)
+
     async def measure(self, req: MeasureRequest) -> WindowResult:
         """Warm up (discarded; after an engine start optionally a whole discarded window), then one
         measurement window over `req.dataset`; returns its metrics and per-request outputs."""
@@ -96,8 +105,8 @@ class EngineActor:
         t0 = time.perf_counter()
         if discard:
             self.backend.begin_window()
-            await run_closed_loop(self.backend, prompts, sampling, req.concurrency, tag=tag + "-discard",
-                                  timeout_s=req.request_timeout_s)
+            await self._load(req, prompts, tag + "-discard")
+        # warm-up requests go closed loop (at most the window's concurrency, or its cap, in flight)
         warmup_failed = await run_warmup(self.backend, req.warmup_requests, sampling, req.concurrency,
                                          tag=tag + "-warm")
         t1 = time.perf_counter()
@@ -105,15 +114,14 @@ class EngineActor:
         started_at = datetime.datetime.now(datetime.timezone.utc)
         before, cache_before = self.backend.draft_counters(), self.backend.cache_counters()
         cpu_before = time.process_time()
-        window = await run_closed_loop(self.backend, prompts, sampling, req.concurrency, tag=tag,
-                                       timeout_s=req.request_timeout_s)
+        window = await self._load(req, prompts, tag)
         cpu_s = time.process_time() - cpu_before
         delta = self.backend.draft_counters() - before
         queries, hits = (a - b for a, b in zip(self.backend.cache_counters(), cache_before))
         t2 = time.perf_counter()
         memory = engine_memory()
         metrics = summarize_window(
-            window.records, window.duration, delta, started_at=started_at, warmup_failed_requests=warmup_failed,
+            window.records, window.duration, delta, slo=req.slo, started_at=started_at, warmup_failed_requests=warmup_failed,
             discarded_window=discard,
             # the load generator shares this process with the engine frontend: its CPU share bounds the client
             client_cpu_frac=cpu_s / window.duration if window.duration > 0 else None,

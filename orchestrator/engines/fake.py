@@ -19,6 +19,7 @@ import os
 import hashlib
 import math
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -59,6 +60,7 @@ class FakeBackend(EngineBackend):
         self.noise = knobs.noise
         self.noise_seed = knobs.noise_seed
         self.counter_fault = knobs.counter_fault
+        self.block_loop_s = knobs.block_loop_ms / 1000.0
         self.lossy = knobs.output_fault == "diverge" and self.k > 0
         self.attention_backend = "simulated-other" if config.method_label in knobs.other_environment_methods else "none"
         self.slowdown = 1.0  # this window's noise factor (begin_window draws it)
@@ -111,6 +113,8 @@ class FakeBackend(EngineBackend):
                 await self._wakeup.wait()
                 continue
             await asyncio.sleep(self.step_duration(len(self._running)))
+            if self.block_loop_s:  # a saturated frontend: nothing else on this event loop runs meanwhile
+                time.sleep(self.block_loop_s)
             still = []
             for r in self._running:
                 n = min(self._tokens_this_step(r.rng), len(r.tokens) - r.produced)

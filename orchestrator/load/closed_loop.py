@@ -39,6 +39,14 @@ class RequestRecord:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     error: str | None = None
+    # open loop: when the request was due (its scheduled send time, or when a slot freed under
+    # max_concurrency if later); None in closed loop
+    due: float | None = None
+
+    @property
+    def send_lag(self) -> float | None:
+        """How late the generator sent the request against when it was due (open loop only)."""
+        return None if self.due is None else max(0.0, self.start - self.due)
 
     @property
     def ok(self) -> bool:
@@ -82,9 +90,9 @@ class LoadWindow:
         return self.end - self.start
 
 
-async def _one_request(engine: "EngineBackend", request_id: str, prompt: Prompt, sampling: SamplingSettings,
-                       timeout_s: float) -> RequestRecord:
-    rec = RequestRecord(prompt_id=prompt.id, start=time.perf_counter())
+async def one_request(engine: "EngineBackend", request_id: str, prompt: Prompt, sampling: SamplingSettings,
+                      timeout_s: float, due: float | None = None) -> RequestRecord:
+    rec = RequestRecord(prompt_id=prompt.id, start=time.perf_counter(), due=due)
 
     async def consume():
         async for chunk in engine.generate(request_id, prompt, sampling):
@@ -123,7 +131,7 @@ async def run_closed_loop(engine: "EngineBackend", prompts: list[Prompt], sampli
                 i, p = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            records[i] = await _one_request(engine, f"{tag}-{i}", p, sampling, timeout_s)
+            records[i] = await one_request(engine, f"{tag}-{i}", p, sampling, timeout_s)
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))

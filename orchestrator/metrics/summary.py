@@ -11,6 +11,10 @@ Definitions (also in README.md):
   acceptance_length  1 + accepted / drafts (counts the bonus token; the papers' tau does too)
   acceptance_rate  accepted / draft tokens
   acceptance_per_pos[i]  accepted at draft position i / drafts
+  slo_attainment   requests of the window (failed ones included) that met every measurement.slo threshold /
+                   all requests of the window
+  goodput_req_s    requests that met every measurement.slo threshold / window duration
+  send_lag_ms      open loop: actual send time - due time per request (p99 and max over the window)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..records import METRIC_COLUMNS, DraftCounters, TrialSummary, WindowMetrics
+from ..records import METRIC_COLUMNS, DraftCounters, SloThresholds, TrialSummary, WindowMetrics
 
 def percentile(values: Iterable[float], q: float) -> float | None:
     """Linear-interpolated percentile (numpy's default), None for no values."""
@@ -49,9 +53,25 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else x * 1000.0
 
 
-def summarize_window(records: list, duration_s: float, delta: DraftCounters, **context: Any) -> WindowMetrics:
-    """Metrics of one measurement window from per-request records (load.RequestRecord); `context`: the
-    WindowMetrics fields about how the window was taken (started_at, client_cpu_frac, memory...)."""
+def slo_metrics(records: list, duration_s: float, slo: SloThresholds | None) -> dict[str, float | None]:
+    """SLO attainment and goodput of a window's requests (None without an SLO or without requests)."""
+    if slo is None or not records:
+        return {"slo_attainment": None, "goodput_req_s": None}
+    met = sum(1 for r in records if slo.met(r.ok, _ms(r.ttft), _ms(r.tpot), _ms(r.e2e)))
+    return {"slo_attainment": met / len(records), "goodput_req_s": met / duration_s if duration_s > 0 else None}
+
+
+def send_lag_metrics(records: list) -> dict[str, float | None]:
+    """How late an open-loop window's requests were sent (None in closed loop)."""
+    lags = [r.send_lag for r in records if r.send_lag is not None]
+    return {"send_lag_ms_p99": _ms(percentile(lags, 99)), "send_lag_ms_max": _ms(max(lags)) if lags else None}
+
+
+def summarize_window(records: list, duration_s: float, delta: DraftCounters, slo: SloThresholds | None = None,
+                     **context: Any) -> WindowMetrics:
+    """Metrics of one measurement window from per-request records (load.RequestRecord); `slo`: the sweep's
+    per-request SLO (goodput and attainment); `context`: the WindowMetrics fields about how the window was
+    taken (started_at, client_cpu_frac, memory...)."""
     ok = [r for r in records if r.ok]
     out_tokens = sum(r.num_output_tokens for r in ok)
     itls = [g for r in ok for g in r.itls]
@@ -75,6 +95,8 @@ def summarize_window(records: list, duration_s: float, delta: DraftCounters, **c
         "num_accepted_tokens": delta.num_accepted_tokens,
     }
     m.update(acceptance_metrics(delta))
+    m.update(slo_metrics(records, duration_s, slo))
+    m.update(send_lag_metrics(records))
     return WindowMetrics(**m, **context)
 
 

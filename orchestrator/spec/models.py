@@ -6,6 +6,7 @@ Every key is documented in README.md ("Sweep spec reference"). Unknown keys are 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -57,6 +58,9 @@ class FakeEngineSpec(_Strict):
         "if measured in another environment (tests of fingerprint_mismatch and allow_mismatch)")
     start_output: str | None = Field(None, description="text the engine process writes to stderr while starting, "
                                      "as vLLM and its libraries do (tests of where engine output goes)")
+    block_loop_ms: float = Field(0.0, ge=0, description="every step also blocks the engine process's event loop this "
+                                 "long, as a saturated engine frontend would: open-loop sends fall behind their "
+                                 "schedule (tests of the send_lag flag)")
     output_fault: Literal["none", "diverge"] = Field(
         "none", description="corrupt speculative outputs: with `diverge` an engine with K > 0 answers differently "
         "from the baseline (from the second token at temperature 0; a shifted first-token distribution at "
@@ -102,7 +106,19 @@ class WorkloadSpec(_Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int = 0
     ignore_eos: bool = False
+    arrival: Literal["poisson", "gamma"] = Field(
+        "poisson", description="open-loop load (space.request_rate): gaps between sends are exponential (poisson) "
+        "or gamma-distributed with shape `burstiness`; the schedule is seeded by `seed`, identical for every method")
+    burstiness: float = Field(1.0, gt=0, description="gamma shape of the gaps (arrival: gamma): < 1 burstier "
+                              "than Poisson, > 1 more regular; 1 is Poisson")
+    max_concurrency: int | None = Field(None, ge=1, description="open-loop load: at most this many requests in "
+                                        "flight (a request due while full waits for a slot); default: no cap")
 
+    @model_validator(mode="after")
+    def _burstiness_needs_gamma(self) -> "WorkloadSpec":
+        if self.arrival == "poisson" and self.burstiness != 1.0:
+            raise ValueError(f"burstiness {self.burstiness} needs arrival: gamma (poisson is burstiness 1)")
+        return self
 
     @property
     def datasets(self) -> list[str]:
@@ -124,6 +140,9 @@ class SpaceSpec(_Strict):
     Engine settings listed here override the fixed value in `engine` (set each in one place only)."""
 
     concurrency: list[int] = Field(default_factory=lambda: [1])
+    request_rate: list[float | Literal["inf"]] | None = Field(
+        None, description="open-loop load points in requests/s (`inf`: every request at once); with it, "
+        "`concurrency` load points are measured only when the spec gives them too")
     max_num_seqs: list[int] | None = None
     max_num_batched_tokens: list[int] | None = None
 
@@ -137,6 +156,28 @@ class SpaceSpec(_Strict):
         if any(x < 1 for x in v) or len(set(v)) != len(v):
             raise ValueError(f"values must be distinct integers >= 1, got {v}")
         return v
+
+    @field_validator("request_rate", mode="before")
+    @classmethod
+    def _rates(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if not isinstance(v, list) or not v:
+            raise ValueError("give a list of request rates (requests/s), e.g. [2, 4, inf]")
+        out = []
+        for x in v:
+            if isinstance(x, str) and x.strip().lower() in ("inf", ".inf", "infinity"):
+                x = "inf"
+            elif isinstance(x, (int, float)) and not isinstance(x, bool):
+                x = "inf" if math.isinf(x) else float(x)
+                if x != "inf" and not x > 0:
+                    raise ValueError(f"request rates must be > 0, got {x}")
+            else:
+                raise ValueError(f"request rates are numbers > 0 or inf, got {x!r}")
+            out.append(x)
+        if len(set(out)) != len(out):
+            raise ValueError(f"request rates must be distinct, got {v}")
+        return out
 
     @field_validator("concurrency")
     @classmethod
@@ -171,7 +212,39 @@ class MeasurementSpec(_Strict):
                                       "give output identical to the baseline (temperature 0)")
     allow_mismatch: list[str] = Field(default_factory=list, description="fingerprint fields allowed to differ "
                                       "between a trial and its baseline (e.g. hostname on a homogeneous cluster)")
+    slo: "SloSpec | None" = Field(None, description="per-request service-level objectives: goodput_req_s and "
+                                  "slo_attainment count the requests that meet every threshold given")
+    max_send_lag_ms: float = Field(50.0, gt=0, description="open loop: flag `send_lag` when the p99 of how late "
+                                   "requests were sent against their schedule exceeds this")
 
+
+class SloSpec(_Strict):
+    """Per-request thresholds (vLLM's `--goodput ttft:... tpot:... e2el:...`): a request meets the SLO when it
+    succeeded and each threshold given holds for it."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="time to first token, ms")
+    tpot_ms: float | None = Field(None, gt=0, description="time per output token after the first, ms")
+    e2e_ms: float | None = Field(None, gt=0, description="send to last token, ms")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_request_names(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for key in v:
+                base = str(key).rsplit("_p", 1)[0]
+                if str(key) != base and base in ("ttft_ms", "tpot_ms", "e2e_ms"):
+                    raise ValueError(f"SLO thresholds are per request: write {base}, not {key} (the share of "
+                                     f"requests that meet them is the metric slo_attainment; constrain it instead)")
+        return v
+
+    @model_validator(mode="after")
+    def _some_threshold(self) -> "SloSpec":
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+
+MeasurementSpec.model_rebuild()
 
 METRICS = METRIC_COLUMNS  # objectives and constraints name the stored metric columns
 
@@ -195,16 +268,36 @@ class ConstraintSpec(_Strict):
         return self
 
 
-class SearchSpec(_Strict):
-    """How trials are chosen (Optuna ask/tell)."""
+class CapacitySpec(_Strict):
+    """search.sampler: capacity — per engine configuration, the highest request rate whose SLO attainment stays
+    at or above `target_attainment` (doubling/halving from `start_rate` to bracket it, then bisection)."""
 
-    sampler: Literal["grid", "random", "tpe", "gp", "nsga2"] = "grid"
+    target_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet measurement.slo")
+    start_rate: float = Field(1.0, gt=0, description="first request rate probed (requests/s)")
+    min_rate: float = Field(0.05, gt=0, description="below this the configuration is reported as not meeting the SLO")
+    max_rate: float = Field(256.0, gt=0, description="above this the search stops and reports `>= max_rate`")
+    resolution: float = Field(0.1, gt=0, description="bisection stops when failing rate / passing rate <= 1 + this")
+    max_probes: int = Field(12, ge=2, description="probes per configuration at most")
+
+    @model_validator(mode="after")
+    def _range(self) -> "CapacitySpec":
+        if not self.min_rate <= self.start_rate <= self.max_rate:
+            raise ValueError(f"need min_rate <= start_rate <= max_rate, got {self.min_rate}, {self.start_rate}, "
+                             f"{self.max_rate}")
+        return self
+
+
+class SearchSpec(_Strict):
+    """How trials are chosen (Optuna ask/tell; `capacity` is specsweep's own rate search)."""
+
+    sampler: Literal["grid", "random", "tpe", "gp", "nsga2", "capacity"] = "grid"
     n_trials: int | None = Field(None, gt=0, description="trials to run; default: the grid size for grid, else 20")
     timeout_s: float | None = Field(None, gt=0, description="wall-clock budget: no new trial starts after it")
     seed: int = 0
     objectives: list[ObjectiveSpec] = Field(
         default_factory=lambda: [ObjectiveSpec(metric="output_tok_s", direction="maximize")])
     constraints: list[ConstraintSpec] = Field(default_factory=list)
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec)
 
     @field_validator("objectives")
     @classmethod
@@ -244,6 +337,23 @@ class SweepSpec(_Strict):
             if getattr(self.space, key) is not None and getattr(self.engine, key) is not None:
                 raise ValueError(f"{key} is set in both engine and space; keep the fixed value in engine "
                                  f"or the swept list in space, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _load_and_slo(self) -> "SweepSpec":
+        s = self.search
+        uses_slo = [x.metric for x in [*s.objectives, *s.constraints] if x.metric in ("goodput_req_s", "slo_attainment")]
+        if uses_slo and self.measurement.slo is None:
+            raise ValueError(f"{uses_slo[0]} needs measurement.slo (the per-request thresholds it counts)")
+        if s.sampler == "capacity":
+            if self.measurement.slo is None:
+                raise ValueError("search.sampler capacity needs measurement.slo (the thresholds the rate must keep)")
+            if self.space.request_rate is not None:
+                raise ValueError("search.sampler capacity chooses the request rates itself: remove space.request_rate "
+                                 "(set search.capacity.start_rate / max_rate instead)")
+        elif s.sampler != "grid" and self.space.request_rate is not None and "concurrency" in self.space.model_fields_set:
+            raise ValueError(f"search.sampler {s.sampler} takes one load dimension: give space.concurrency or "
+                             f"space.request_rate, not both (grid takes both)")
         return self
 
     @field_validator("methods", mode="before")

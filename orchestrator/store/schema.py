@@ -61,7 +61,8 @@ sweep_trials = Table(
     Column("params", JSON, nullable=False),  # the trial's Optuna parameters
     Column("point_key", String(512), nullable=False),  # canonical JSON of params: identity of the point
     Column("optuna_trial_number", Integer),
-    Column("concurrency", Integer, nullable=False),
+    Column("concurrency", Integer, nullable=False),  # closed loop: in flight; open loop: the most in flight
+    Column("request_rate", Float),  # open loop: requests/s (Infinity: all at once); null: closed loop (0007)
     Column("dataset", String(120), nullable=False),
     Column("chat_template_kwargs", JSON),  # as applied (Qwen3: enable_thinking false unless the spec says)
     Column("max_num_seqs", Integer),
@@ -123,6 +124,8 @@ sweep_measurements = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("warmup_failed_requests", Integer),  # discarded warm-up requests before this window that failed
     Column("discarded_window", Boolean),  # a whole window was run and discarded first (engine just started)
+    Column("send_lag_ms_p99", Float),  # open loop: how late requests were sent against their schedule (0007)
+    Column("send_lag_ms_max", Float),
     UniqueConstraint("trial_id", "repeat", name="uq_sweep_measurements_repeat"),
 )
 
@@ -173,6 +176,30 @@ sweep_request_outputs = Table(
     Column("e2e_ms", Float),
     Column("output_text", Text),
     Column("output_token_ids", JSON),
+)
+
+# search.sampler capacity: one row per configuration (method point x engine settings x dataset) and sweep (0007)
+sweep_capacity = Table(
+    "sweep_capacity", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("sweep_id", Integer, ForeignKey("sweeps.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("config_key", String(512), nullable=False),  # canonical JSON of the configuration's parameters
+    Column("method_label", String(120), nullable=False),
+    Column("method", String(64)),
+    Column("num_speculative_tokens", Integer),
+    Column("drafter", Text),
+    Column("dataset", String(120), nullable=False),
+    Column("max_num_seqs", Integer),
+    Column("max_num_batched_tokens", Integer),
+    Column("engine_config_hash", String(32)),
+    Column("target_attainment", Float, nullable=False),
+    Column("slo", JSON, nullable=False),  # the per-request thresholds (measurement.slo)
+    Column("status", String(16), nullable=False),  # bracketed | above_max | below_min | probe_limit | failed
+    Column("max_rate_within_slo", Float),  # highest probed rate that met the target (null: none did)
+    Column("first_failing_rate", Float),  # lowest probed rate that missed it (null: none did)
+    Column("probes", JSON, nullable=False),  # [{rate, attainment, trial_id}] in probe order
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("sweep_id", "config_key", name="uq_sweep_capacity_config"),
 )
 
 # ---- nightly regression runs (specsweep nightly) --------------------------------------------------------
@@ -247,6 +274,7 @@ SELECT
   t.num_speculative_tokens,
   t.dataset,
   t.concurrency,
+  t.request_rate,
   t.max_num_seqs,
   t.max_num_batched_tokens,
   t.params,
@@ -318,7 +346,7 @@ SELECT
   MAX(concurrency) AS max_concurrency,
   MAX(speedup) AS best_speedup
 FROM trial_results
-WHERE speedup IS NOT NULL
+WHERE speedup IS NOT NULL AND request_rate IS NULL
 GROUP BY sweep, label, method, num_speculative_tokens, drafter, max_num_seqs, max_num_batched_tokens, dataset
 """,
     # The Pareto front of each sweep (Optuna's best trials for the sweep's objectives).
@@ -330,16 +358,31 @@ SELECT * FROM trial_results WHERE on_pareto_front AND state = 'COMPLETE'
     # (K, drafter, batch settings), with its speedup, interval and flags.
     "method_summary": """
 CREATE VIEW method_summary AS
-SELECT sweep, label, method, dataset, concurrency, num_speculative_tokens, drafter, max_num_seqs,
+SELECT sweep, label, method, dataset, concurrency, request_rate, num_speculative_tokens, drafter, max_num_seqs,
        max_num_batched_tokens, output_tok_s, speedup, speedup_ci_low, speedup_ci_high, tpot_ms_p50, ttft_ms_p50,
        acceptance_length, flags, trial_id
 FROM (
-  SELECT r.*, ROW_NUMBER() OVER (PARTITION BY sweep, label, dataset, concurrency
+  SELECT r.*, ROW_NUMBER() OVER (PARTITION BY sweep, label, dataset, concurrency, request_rate
                                  ORDER BY output_tok_s DESC, trial_id) AS rank_in_group
   FROM trial_results r
   WHERE state = 'COMPLETE' AND role = 'search' AND output_tok_s IS NOT NULL
 ) ranked
 WHERE rank_in_group = 1
+""",
+    # search.sampler capacity: each configuration's capacity beside the no-speculation baseline's at the same
+    # dataset and engine batch settings (capacity_ratio: how much more traffic it serves within the SLO).
+    "capacity_results": """
+CREATE VIEW capacity_results AS
+SELECT s.name AS sweep, c.method_label AS label, c.method, c.num_speculative_tokens, c.drafter, c.dataset,
+       c.max_num_seqs, c.max_num_batched_tokens, c.status, c.max_rate_within_slo, c.first_failing_rate,
+       b.max_rate_within_slo AS baseline_max_rate_within_slo, b.first_failing_rate AS baseline_first_failing_rate,
+       c.max_rate_within_slo / NULLIF(b.max_rate_within_slo, 0) AS capacity_ratio,
+       c.target_attainment, c.slo, c.probes, c.sweep_id, c.id AS capacity_id
+FROM sweep_capacity c
+JOIN sweeps s ON s.id = c.sweep_id
+LEFT JOIN sweep_capacity b ON b.sweep_id = c.sweep_id AND b.method = 'baseline' AND b.dataset = c.dataset
+  AND COALESCE(b.max_num_seqs, -1) = COALESCE(c.max_num_seqs, -1)
+  AND COALESCE(b.max_num_batched_tokens, -1) = COALESCE(c.max_num_batched_tokens, -1)
 """,
     # Every nightly verdict with its night and point: how a metric moved over time.
     "nightly_history": """

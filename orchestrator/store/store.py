@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from sqlalchemy import create_engine, event, func, insert, select, text, update
+from sqlalchemy import create_engine, delete, event, func, insert, select, text, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
@@ -18,7 +18,7 @@ from ..records import METRIC_COLUMNS, Comparison, CompletedTrial
 from . import leases
 from .leases import LeaseHolder, LeaseResult
 from .urls import display_url, normalize_url
-from .schema import (nightly_runs, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
+from .schema import (nightly_runs, sweep_capacity, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
                      sweep_trial_comparisons, sweep_trial_metrics, sweep_trials, sweeps)
 
 
@@ -177,7 +177,7 @@ class Store:
                     environment_id=w.environment_id, client_cpu_frac=m.client_cpu_frac,
                     prefix_cache_hit_rate=m.prefix_cache_hit_rate, memory_mb=m.memory_mb, started_at=m.started_at,
                     warmup_failed_requests=m.warmup_failed_requests, discarded_window=m.discarded_window,
-                    created_at=now(), **{c: _finite(m.metric(c)) for c in METRIC_COLUMNS}))
+                    send_lag_ms_p99=m.send_lag_ms_p99, send_lag_ms_max=m.send_lag_ms_max, created_at=now(), **{c: _finite(m.metric(c)) for c in METRIC_COLUMNS}))
                 mid = int(res.inserted_primary_key[0])
                 if w.outputs:
                     conn.execute(insert(sweep_request_outputs), [dict(o.row(), measurement_id=mid) for o in w.outputs])
@@ -190,6 +190,26 @@ class Store:
                 state="COMPLETE", finished_at=now(), error=None, feasible=trial.feasible, warmup_s=trial.warmup_s,
                 measure_s=trial.measure_s, flags=trial.flags, memory_kind=trial.memory_kind,
                 engine_memory_mb=trial.engine_memory_mb, kv_cache_tokens=trial.kv_cache_tokens))
+
+    # ---- capacity search --------------------------------------------------------------------------
+    def save_capacity(self, sweep_id: int, row: dict[str, Any]) -> None:
+        """Insert or replace one configuration's capacity (controller/capacity.py capacity_row)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(sweep_capacity).where(sweep_capacity.c.sweep_id == sweep_id,
+                                                      sweep_capacity.c.config_key == row["config_key"]))
+            conn.execute(insert(sweep_capacity).values(sweep_id=sweep_id, created_at=now(), **row))
+
+    def capacity_results(self, sweep_name: str) -> list[dict]:
+        """The capacity_results view of one sweep (empty unless it ran search.sampler capacity)."""
+        with self.engine.connect() as conn:
+            rows = [dict(r) for r in conn.execute(text(
+                "SELECT * FROM capacity_results WHERE sweep = :s ORDER BY dataset, method <> 'baseline', label, "
+                "num_speculative_tokens, capacity_id"), {"s": sweep_name}).mappings()]
+        for r in rows:  # JSON through a view comes back as text on SQLite
+            for key in ("slo", "probes"):
+                if isinstance(r[key], str):
+                    r[key] = json.loads(r[key])
+        return rows
 
     # ---- paired baselines -------------------------------------------------------------------------
     def link_baseline(self, trial_id: int, baseline_trial_id: int) -> None:

@@ -15,6 +15,9 @@ Trial flags (from the trial's own windows):
   noisy                throughput's coefficient of variation over repeats above measurement.noisy_cv
   low_priority         the engine process ran at a niceness above 0 (a Ray cluster's workers default to 15):
                        the node's other processes outranked it
+  send_lag             open loop: the p99 of how late requests were sent against their schedule exceeded
+                       measurement.max_send_lag_ms (the load generator could not keep the rate: the window
+                       did not offer the load its row names)
 Pairing flags (against the paired baseline):
   lossy?               temperature 0 and greedy_match_rate below measurement.lossless_threshold
   distribution_shift?  temperature > 0 and the first-token test's p-value < 0.01
@@ -38,7 +41,7 @@ def _bad(x: Any) -> bool:
 
 def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[list[RequestOutput]], max_tokens: int,
                 ignore_eos: bool, prefix_caching: bool, cv: float | None, noisy_cv: float,
-                engine_niceness: int | None = None) -> list[str]:
+                engine_niceness: int | None = None, max_send_lag_ms: float | None = None) -> list[str]:
     flags: list[str] = []
     k = k or 0
     if k >= 1:
@@ -70,6 +73,8 @@ def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[li
         flags.append("noisy")
     if engine_niceness is not None and engine_niceness > 0:
         flags.append("low_priority")
+    if max_send_lag_ms is not None and any((w.send_lag_ms_p99 or 0) > max_send_lag_ms for w in windows):
+        flags.append("send_lag")
     return flags
 
 

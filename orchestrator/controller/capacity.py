@@ -1,0 +1,208 @@
+"""search.sampler: capacity — per engine configuration, the highest request rate whose SLO attainment stays at or
+above a target.
+
+Each configuration (method point x engine settings x dataset, and the no-speculation baseline's) gets its own
+search: probe `start_rate`; while probes pass, double the rate (up to `max_rate`); while they fail, halve it
+(down to `min_rate`); once one rate passes and a higher one fails, bisect (geometric midpoint, three significant
+digits) until failing / passing <= 1 + resolution or `max_probes` is spent. A probe is a trial at that rate,
+measured with `measurement.repeats` windows on the same warm engine; its attainment is the median over them.
+The result is a bracket: `max_rate_within_slo` (the highest passing rate) and `first_failing_rate` (the lowest
+failing one): the capacity lies between them.
+
+Resume: probes are trials like any other; a rerun replays the stored ones (same point key) without engine
+time, so a killed search continues where it stopped and a finished one is rebuilt from its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from ..records import TrialSummary
+from ..spec.models import CapacitySpec
+from ..store import Store
+from .plan import SearchSpace, point_key
+from .pool import EnginePool, TrialRun
+
+
+def round_rate(rate: float) -> float:
+    """Three significant digits: probe rates (and so point keys) stay readable and repeatable."""
+    return float(f"{rate:.3g}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    rate: float
+    attainment: float | None  # None: the probe's trial failed
+    trial_id: int | None = None
+
+
+@dataclass
+class CapacitySearch:
+    """The bracketing / bisection state of one configuration (pure: no I/O)."""
+
+    settings: CapacitySpec
+    rate: float = 0.0  # the next rate to probe
+    passing: float | None = None  # highest rate that met the target
+    failing: float | None = None  # lowest rate that missed it
+    probes: list[Probe] = field(default_factory=list)
+    status: str | None = None  # None while searching; bracketed | above_max | below_min | probe_limit | failed
+
+    def __post_init__(self) -> None:
+        self.rate = round_rate(self.settings.start_rate)
+
+    def next_rate(self) -> float | None:
+        """The rate to probe next; None when the search is over."""
+        if self.status is None and len(self.probes) >= self.settings.max_probes:
+            self.status = "probe_limit"
+        return None if self.status is not None else self.rate
+
+    def observe(self, rate: float, attainment: float | None, trial_id: int | None = None) -> None:
+        s = self.settings
+        self.probes.append(Probe(rate, attainment, trial_id))
+        if attainment is None:
+            self.status = "failed"
+            return
+        if attainment >= s.target_attainment:
+            self.passing = rate if self.passing is None else max(self.passing, rate)
+        else:
+            self.failing = rate if self.failing is None else min(self.failing, rate)
+        if self.failing is None:  # every probe passed: climb
+            if rate >= s.max_rate:
+                self.status = "above_max"
+            else:
+                self.rate = min(round_rate(rate * 2), s.max_rate)
+        elif self.passing is None:  # every probe failed: descend
+            if rate <= s.min_rate:
+                self.status = "below_min"
+            else:
+                self.rate = max(round_rate(rate / 2), s.min_rate)
+        else:
+            mid = round_rate(math.sqrt(self.passing * self.failing))
+            if self.failing / self.passing <= 1 + s.resolution or not self.passing < mid < self.failing:
+                self.status = "bracketed"
+            else:
+                self.rate = mid
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    """One configuration's capacity (a sweep_capacity row)."""
+
+    config: dict  # the configuration's parameters, without a load point
+    status: str
+    max_rate_within_slo: float | None
+    first_failing_rate: float | None
+    probes: list[Probe]
+
+
+def capacity_row(result: CapacityResult, planned, target_attainment: float, slo: dict) -> dict:
+    """Columns of the sweep_capacity row of one configuration's result (`planned`: any of its probes' trial,
+    for the configuration's method and engine facts; None when it has no probe)."""
+    cfg = result.config
+    return {
+        "config_key": point_key(cfg),
+        "method_label": cfg["method"],
+        "method": planned.point.method if planned else None,
+        "num_speculative_tokens": planned.point.num_speculative_tokens if planned else None,
+        "drafter": planned.point.params.get("model") if planned else None,
+        "dataset": cfg["dataset"],
+        "max_num_seqs": planned.engine.engine_args.get("max_num_seqs") if planned else None,
+        "max_num_batched_tokens": planned.engine.engine_args.get("max_num_batched_tokens") if planned else None,
+        "engine_config_hash": planned.engine.config_hash if planned else None,
+        "target_attainment": target_attainment,
+        "slo": slo,
+        "status": result.status,
+        "max_rate_within_slo": result.max_rate_within_slo,
+        "first_failing_rate": result.first_failing_rate,
+        "probes": [{"rate": p.rate, "attainment": p.attainment, "trial_id": p.trial_id} for p in result.probes],
+    }
+
+
+class CapacityStrategy:
+    """Runs one capacity search per configuration, at most as many configurations at once as the pool has engine
+    slots (so an engine stays warm between its configuration's probes and is never retired mid-search)."""
+
+    def __init__(self, store: Store, space: SearchSpace, *, sweep_id: int, settings: CapacitySpec, repeats: int,
+                 with_baseline: bool, retry_failed: bool, on_result: Callable[[CapacityResult], None]):
+        self.store, self.space, self.sweep_id, self.repeats = store, space, sweep_id, repeats
+        self.retry_failed, self.on_result = retry_failed, on_result
+        self.configs = space.configurations(with_baseline=with_baseline)
+        self.baseline_keys = {point_key(c) for c in self.configs
+                              if c["method"] == space.baseline_label and space.baseline_label not in space.labels}
+        self.searches = {point_key(c): CapacitySearch(settings) for c in self.configs}
+        self.queue = [point_key(c) for c in self.configs]  # not started yet
+        self.active: dict[str, TrialRun | None] = {}  # started configurations -> the probe in flight
+        self.by_key = {point_key(c): c for c in self.configs}
+        self.todo = len(self.configs) * settings.max_probes  # an upper bound: searches usually stop sooner
+        self.engines = len(self.configs)
+        self.waiting: list[TrialRun] = []  # never holds trials back between rounds
+        self.results: list[CapacityResult] = []
+        self.reused = 0
+
+    def _stored(self) -> dict[str, dict]:
+        return {r["point_key"]: r for r in self.store.trials(self.sweep_id)}
+
+    def next_runs(self, pool: EnginePool) -> Iterator[TrialRun]:
+        while self.queue and len(self.active) < pool.max_engines:
+            self.active[self.queue.pop(0)] = None
+        stored = None
+        for key in list(self.active):
+            if self.active[key] is not None:
+                continue  # its probe is being measured
+            search, config = self.searches[key], self.by_key[key]
+            while True:
+                rate = search.next_rate()
+                if rate is None:
+                    self._finish(key)
+                    break
+                params = {**config, "request_rate": rate}
+                stored = stored if stored is not None else self._stored()
+                row = stored.get(point_key(params))
+                if row is not None and row["state"] == "COMPLETE":  # measured before (resume): replay it
+                    summary = TrialSummary.from_row(self.store.trial_result(row["id"]))
+                    search.observe(rate, summary.slo_attainment, row["id"])
+                    self.reused += 1
+                    continue
+                if row is not None and row["state"] == "FAIL" and not self.retry_failed:
+                    search.observe(rate, None, row["id"])
+                    continue
+                planned = self.space.planned_trial(params)
+                role = "paired_baseline" if key in self.baseline_keys else "search"
+                if row is None:
+                    (row_id,) = self.store.add_trials(self.sweep_id, [planned.row(params, role)])
+                else:
+                    row_id = row["id"]
+                    if row["state"] == "FAIL":
+                        self.store.requeue_trial(row_id)
+                run = TrialRun(trial_id=row_id, planned=planned, params=params, role=role, windows_wanted=self.repeats)
+                self.active[key] = run
+                yield run
+                break
+        # configurations whose searches ended while replaying make room for the next ones
+        if self.queue and len(self.active) < pool.max_engines:
+            yield from self.next_runs(pool)
+
+    def _finish(self, key: str) -> None:
+        search = self.searches[key]
+        self.active.pop(key, None)
+        result = CapacityResult(config=self.by_key[key], status=search.status or "failed",
+                                max_rate_within_slo=search.passing, first_failing_rate=search.failing,
+                                probes=list(search.probes))
+        self.results.append(result)
+        self.on_result(result)
+
+    def finished(self, run: TrialRun, summary: TrialSummary | None) -> None:
+        """A probe's trial was recorded (summary None: it failed)."""
+        key = point_key({k: v for k, v in run.params.items() if k != "request_rate"})
+        if self.active.get(key) is run:
+            self.active[key] = None
+            self.searches[key].observe(float(run.params["request_rate"]),
+                                       None if summary is None else summary.slo_attainment, run.trial_id)
+
+    def window_done(self, run: TrialRun) -> bool:
+        return len(run.windows) >= self.repeats
+
+    def exhausted(self, pool: EnginePool) -> bool:
+        return not self.queue and not self.active

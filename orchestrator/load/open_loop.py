@@ -1,0 +1,76 @@
+"""Open-loop load: requests sent on their own clock (a seeded arrival schedule), whatever is in flight.
+
+The schedule is a pure function of (request rate, arrival process, burstiness, seed, number of prompts), so
+the baseline and every method at one load point get identical send times, in the same prompt order, and so
+does every repeat. Gaps between sends are drawn from a gamma distribution with mean 1 / rate and shape
+`burstiness` (shape 1 is the exponential: a Poisson process), as `vllm bench serve --burstiness` does; the
+first request is sent at once. Rate inf sends every request at once.
+
+Lateness: each request records when it was due (its scheduled time, or when a slot freed under
+max_concurrency if that came later) and when it was actually sent; the difference is the generator's own
+lag (an event loop busy with the engine frontend, a starved process). summarize_window reports it, and a
+window whose sends lagged is flagged `send_lag` (validity/flags.py) rather than reported as the target rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from typing import TYPE_CHECKING
+
+from ..datasets import Prompt
+from ..records import OpenLoopLoad, SamplingSettings
+from .closed_loop import LoadWindow, RequestRecord, one_request
+
+if TYPE_CHECKING:
+    from ..engines.base import EngineBackend
+
+
+def arrival_offsets(load: OpenLoopLoad, n: int) -> list[float]:
+    """Send times of `n` requests in seconds after the first (non-decreasing, starting at 0)."""
+    if n <= 0:
+        return []
+    if math.isinf(load.request_rate):
+        return [0.0] * n
+    if load.request_rate <= 0:
+        raise ValueError(f"request rate must be > 0, got {load.request_rate}")
+    shape = 1.0 if load.arrival == "poisson" else load.burstiness
+    # seeded by everything the schedule depends on (a string seed is hashed stably by random.Random)
+    rng = random.Random(f"{load.seed}/{load.request_rate!r}/{load.arrival}/{shape!r}/{n}")
+    scale = 1.0 / (load.request_rate * shape)  # mean gap = shape * scale = 1 / rate
+    out, t = [0.0], 0.0
+    for _ in range(n - 1):
+        t += rng.gammavariate(shape, scale)
+        out.append(t)
+    return out
+
+
+async def run_open_loop(engine: "EngineBackend", prompts: list[Prompt], sampling: SamplingSettings,
+                        load: OpenLoopLoad, *, tag: str = "m", timeout_s: float = 600.0) -> LoadWindow:
+    """Send prompt i at offset i of the arrival schedule (at most `load.max_concurrency` in flight when set);
+    return per-request records with their due and send times."""
+    offsets = arrival_offsets(load, len(prompts))
+    slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+    start = time.perf_counter()
+
+    async def send(i: int, prompt: Prompt) -> RequestRecord:
+        due = start + offsets[i]
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if slots is None:
+            return await one_request(engine, f"{tag}-{i}", prompt, sampling, timeout_s, due=due)
+        if slots.locked():  # full: time spent waiting for a free slot is queueing by design, not lag
+            await slots.acquire()
+            due = max(due, time.perf_counter())
+        else:
+            await slots.acquire()
+        try:
+            return await one_request(engine, f"{tag}-{i}", prompt, sampling, timeout_s, due=due)
+        finally:
+            slots.release()
+
+    records = await asyncio.gather(*(send(i, p) for i, p in enumerate(prompts)))
+    return LoadWindow(records=list(records), start=start, end=time.perf_counter())
