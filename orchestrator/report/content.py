@@ -54,6 +54,7 @@ class VerdictClause:
 class Verdict:
     dataset: str
     clauses: tuple[VerdictClause, ...]
+    open_loop_only: bool = False  # the dataset was measured at request rates only: no concurrency verdict
 
     def phrases(self) -> list[tuple[str, tuple[VerdictClause, ...]]]:
         """The sentence's parts, each with the clauses (load points) it speaks for: faster/unclear points one
@@ -96,6 +97,9 @@ class Verdict:
 
     def sentence(self) -> str:
         parts = self.phrases()
+        if not parts and self.open_loop_only:
+            return (f"{self.dataset}: measured at request rates only (open loop): see the load and capacity "
+                    f"figures and the table.")
         if not parts:
             return f"{self.dataset}: no speculative row has a speedup (no paired baseline completed)."
         return f"{self.dataset}: " + "; ".join(p for p, _ in parts) + "."
@@ -103,7 +107,8 @@ class Verdict:
 
 def verdicts(rows: list[dict]) -> list[Verdict]:
     """A verdict per dataset from the rows that carry a speedup (COMPLETE, paired with a baseline)."""
-    rated = [r for r in rows if r.get("state") == "COMPLETE" and r.get("speedup") is not None]
+    rated = [r for r in rows if r.get("state") == "COMPLETE" and r.get("speedup") is not None
+             and r.get("request_rate") is None]  # the verdict speaks of concurrency: closed-loop rows
     batch_varies = _batch_varies(rows)
     out = []
     for ds in sorted({r["dataset"] for r in rows}):
@@ -128,7 +133,8 @@ def verdicts(rows: list[dict]) -> list[Verdict]:
             suspect = tuple(f for f in (best.get("flags") or "").split(",") if f in SUSPECT_FLAGS)
             clauses.append(VerdictClause(conc, kind, config_label(best, batch_varies), best["speedup"], lo, hi,
                                          best["trial"], suspect))
-        out.append(Verdict(ds, tuple(clauses)))
+        open_only = not any(r.get("request_rate") is None for r in rows if r["dataset"] == ds)
+        out.append(Verdict(ds, tuple(clauses), open_loop_only=open_only))
     return out
 
 
@@ -169,6 +175,7 @@ class ReportData:
     context: ReportContext
     crossover: list[dict] = field(default_factory=list)
     batch_varies: bool = False
+    capacity: list[dict] = field(default_factory=list)  # capacity_results rows (search.sampler capacity)
 
 
 _ENV_SHOWN = ("cpu_model", "cpu_count", "cpu_isa", "gpu_model", "gpu_count", "gpu_driver", "cuda_version", "vllm_version",
@@ -249,4 +256,5 @@ def report_data(store: Store, sweep: str) -> ReportData:
         environments=tuple(envs), environment_differences=tuple(differences), workload=tuple(workload),
         measurement=tuple(measurement))
     return ReportData(sweep=sweep, rows=rows, completed=completed, verdicts=verdicts(rows), context=context,
-                      crossover=store.crossover(sweep), batch_varies=_batch_varies(completed))
+                      crossover=store.crossover(sweep), batch_varies=_batch_varies(completed),
+                      capacity=store.capacity_results(sweep))

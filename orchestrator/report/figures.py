@@ -9,6 +9,12 @@ plotly figure for report.html.
                           the crossover cell outlined
   acceptance_by_position  acceptance rate at each draft position (median over load points)
   acceptance_length       acceptance length per dataset and method configuration
+  load (open loop only)   output tok/s and SLO attainment vs offered request rate, per method configuration
+  capacity (capacity search only)  each configuration's highest request rate within the SLO, the bar's whisker
+                          reaching the lowest failing rate (the capacity lies between), baseline first
+
+Speedup, heat map and verdict are about closed-loop load points (concurrency); open-loop rows have their own
+figure.
 """
 
 from __future__ import annotations
@@ -89,7 +95,97 @@ def build_figures(data: ReportData, out: Path | None) -> list[Figure]:
     figs += [_speedup(data, groups, colours, plt, out), _pareto(data, groups, colours, plt, out)]
     figs += [_acceptance_by_position(data, groups, colours, plt, out),
              _acceptance_length(data, groups, colours, plt, out)]
+    if any(r.get("request_rate") is not None for r in data.completed):
+        figs.append(_load(data, groups, colours, plt, out))
+    if data.capacity:
+        figs.append(_capacity(data, plt, out))
     return figs
+
+
+def _rate_axis(rates: set[float]) -> tuple[list[float], list[str]]:
+    """Offered rates on a categorical axis (inf last): positions and labels."""
+    ordered = sorted(rates)
+    return ordered, ["all at once" if r == float("inf") else f"{r:g}" for r in ordered]
+
+
+def _load(data, groups, colours, plt, out) -> Figure:
+    """Open loop: what each configuration delivered, and the share of requests within the SLO, per offered rate."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    open_rows = {n: [r for r in rs if r.get("request_rate") is not None] for n, rs in groups.items()}
+    rates, labels = _rate_axis({r["request_rate"] for rs in open_rows.values() for r in rs})
+    pos = {r: i for i, r in enumerate(rates)}
+    datasets = sorted({r["dataset"] for rs in open_rows.values() for r in rs})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    pfig = make_subplots(rows=1, cols=2, subplot_titles=("output tok/s", "SLO attainment (share of requests)"))
+    for name, rs in open_rows.items():
+        for ds in datasets:
+            d = sorted((r for r in rs if r["dataset"] == ds), key=lambda r: r["request_rate"])
+            if not d:
+                continue
+            tag = name if len(datasets) == 1 else f"{name} / {ds}"
+            x = [pos[r["request_rate"]] for r in d]
+            c = colours[name]
+            ax1.plot(x, [r["output_tok_s"] for r in d], marker="o", color=c, label=tag)
+            hover = [f"trial {r['trial']}" + (f", flags: {r['flags']}" if r.get("flags") else "") for r in d]
+            pfig.add_trace(go.Scatter(x=[labels[i] for i in x], y=[r["output_tok_s"] for r in d], mode="lines+markers",
+                                      name=tag, line={"color": c}, text=hover, legendgroup=tag), row=1, col=1)
+            att = [r.get("slo_attainment") for r in d]
+            if any(a is not None for a in att):
+                ax2.plot(x, att, marker="o", color=c, label=tag)
+                pfig.add_trace(go.Scatter(x=[labels[i] for i in x], y=att, mode="lines+markers", name=tag,
+                                          line={"color": c}, text=hover, legendgroup=tag, showlegend=False),
+                               row=1, col=2)
+    for ax, title in ((ax1, "output tok/s"), (ax2, "SLO attainment")):
+        ax.set_xticks(range(len(rates)), labels)
+        ax.set_xlabel("offered request rate (req/s)")
+        ax.set_ylabel(title)
+        ax.grid(alpha=0.3)
+    ax2.set_ylim(-0.02, 1.02)
+    ax1.legend(fontsize=8)
+    fig.suptitle(f"{data.sweep}: open-loop load{_title_suffix(data)}", fontsize=9)
+    pfig.update_xaxes(title_text="offered request rate (req/s)", type="category",
+                      categoryarray=labels, categoryorder="array")
+    pfig.update_yaxes(range=[-0.02, 1.02], row=1, col=2)
+    pfig.update_layout(title="Open-loop load: throughput and SLO attainment vs offered rate")
+    return Figure("load", _save(fig, out, "load.png"), _div(pfig))
+
+
+def _capacity(data, plt, out) -> Figure:
+    """Capacity bars: highest rate within the SLO, whisker to the lowest failing rate."""
+    import plotly.graph_objects as go
+
+    caps = data.capacity
+    names = [config_label(c) + ("" if len({x["dataset"] for x in caps}) == 1 else f" / {c['dataset']}") for c in caps]
+    passing = [c["max_rate_within_slo"] or 0.0 for c in caps]
+    upper = [(c["first_failing_rate"] - (c["max_rate_within_slo"] or 0.0)) if c["first_failing_rate"] else 0.0
+             for c in caps]
+    slo = caps[0]["slo"] if caps else {}
+    what = ", ".join(f"{k} <= {v:g}" for k, v in (slo or {}).items())
+    target = caps[0]["target_attainment"] if caps else 0
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(caps)))
+    ax.barh(range(len(caps)), passing, xerr=[[0] * len(caps), upper], capsize=4,
+            color=["#7f7f7f" if c["method"] == "baseline" else "#1f77b4" for c in caps])
+    ax.set_yticks(range(len(caps)), names)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"request rate (req/s) with >= {target:.0%} of requests meeting {what}")
+    ax.set_title(f"{data.sweep}: capacity within the SLO (whisker: up to the first failing rate){_title_suffix(data)}",
+                 fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    hover = []
+    for c in caps:
+        ratio = f", {c['capacity_ratio']:.2f}× the baseline" if c.get("capacity_ratio") is not None else ""
+        fail = f"; fails at {c['first_failing_rate']:g}" if c["first_failing_rate"] else ""
+        hover.append(f"{c['status']}: {c['max_rate_within_slo'] or 0:g} req/s{fail}{ratio}; {len(c['probes'])} probes")
+    pfig = go.Figure(go.Bar(x=passing, y=names, orientation="h", text=hover, hovertemplate="%{y}<br>%{text}<extra></extra>",
+                            error_x={"type": "data", "symmetric": False, "array": upper, "arrayminus": [0] * len(caps)},
+                            marker={"color": ["#7f7f7f" if c["method"] == "baseline" else "#1f77b4" for c in caps]}))
+    pfig.update_layout(title=f"Capacity: highest rate with >= {target:.0%} of requests meeting {what} "
+                             f"(whisker: up to the first failing rate)",
+                       xaxis_title="request rate (req/s)", yaxis={"autorange": "reversed"},
+                       height=max(260, 80 + 40 * len(caps)))
+    return Figure("capacity", _save(fig, out, "capacity.png"), _div(pfig))
 
 
 def _save(fig, out: Path | None, name: str) -> Path | None:
@@ -149,7 +245,8 @@ def _speedup(data, groups, colours, plt, out) -> Figure:
     no_interval = False
     any_line = False
     for name, rs in groups.items():
-        rated = sorted((r for r in rs if r.get("speedup") is not None), key=lambda r: r["concurrency"])
+        rated = sorted((r for r in rs if r.get("speedup") is not None and r.get("request_rate") is None),
+                       key=lambda r: r["concurrency"])
         for ds in datasets:
             d = [r for r in rated if r["dataset"] == ds]
             if not d:
@@ -216,8 +313,8 @@ def _heatmaps(data, groups) -> list[Figure]:
         if c["crossover_concurrency"] is not None:
             crossover[(config_label(c, data.batch_varies), c["dataset"])] = c["crossover_concurrency"]
     for ds in sorted({r["dataset"] for r in data.completed}):
-        rated = {name: {r["concurrency"]: r for r in rs if r["dataset"] == ds and r.get("speedup") is not None}
-                 for name, rs in groups.items()}
+        rated = {name: {r["concurrency"]: r for r in rs if r["dataset"] == ds and r.get("speedup") is not None
+                        and r.get("request_rate") is None} for name, rs in groups.items()}
         rated = {n: v for n, v in rated.items() if v}
         if not rated:
             continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Iterable
 
-from ..render import TABLE_COLUMNS, format_cell
+from ..render import format_cell, table_columns
 from .content import ReportContext, ReportData
 from .figures import Figure
 
@@ -91,17 +91,18 @@ def banners_html(ctx: ReportContext) -> str:
 
 
 def results_html(data: ReportData, table_id: str = "results") -> str:
-    head = "".join(f"<th title='{_e(col)}'>{_e(h)}</th>" for col, h, _ in TABLE_COLUMNS)
+    columns = table_columns(data.rows)
+    head = "".join(f"<th title='{_e(col)}'>{_e(h)}</th>" for col, h, _ in columns)
     body = []
     for r in data.rows:
         cls = "failed" if r.get("state") == "FAIL" else ("flagged" if r.get("flags") else "")
         cells = []
-        for col, _, fmt in TABLE_COLUMNS:
+        for col, _, fmt in columns:
             raw = r.get(col)
             text = format_cell(raw, fmt, r)
             if col == "flags" and raw:
                 text = "⚑ " + text.replace(",", ", ")
-            sort_value = r.get("speedup") if fmt == "speedup" else raw
+            sort_value = r.get("speedup") if fmt == "speedup" else ("1e308" if fmt == "rate" and raw == float("inf") else raw)
             cells.append(f"<td class='{'l' if col in LEFT else ''}' data-col='{col}' "
                          f"data-v='{_e('' if sort_value is None else sort_value)}'>{_e(text)}</td>")
         body.append(f"<tr class='{cls}' data-trial='{r['trial']}'>{''.join(cells)}</tr>")
@@ -190,11 +191,22 @@ def _page(title: str, body: str) -> str:
             f"<script>{SORT_JS}</script><script>{LOADER_JS}</script></body></html>")
 
 
+def capacity_html(data: ReportData) -> str:
+    """search.sampler capacity: one line per configuration (the same words as `specsweep results`)."""
+    if not data.capacity:
+        return ""
+    from ..render import capacity_lines
+
+    items = "".join(f"<li data-capacity-id='{c['capacity_id']}'>{_e(line)}</li>"
+                    for c, line in zip(data.capacity, capacity_lines(data.capacity)))
+    return f"<h2>Capacity within the SLO</h2><ul id='capacity'>{items}</ul>"
+
+
 def sweep_page(data: ReportData, figures: list[Figure]) -> str:
     n_done, n_all = len(data.completed), len(data.rows)
     body = (f"<h1>Sweep {_e(data.sweep)}</h1><p class='sub'>{n_done} of {n_all} trials completed · "
             f"store {_e(data.context.store)}</p>"
-            + verdict_html(data) + banners_html(data.context)
+            + verdict_html(data) + capacity_html(data) + banners_html(data.context)
             + "<h2>Results</h2>" + results_html(data)
             + "<h2>Figures</h2><div class='plots'>" + figures_html(figures) + "</div>"
             + context_html(data.context)
