@@ -7,11 +7,13 @@ in-process load generator, no HTTP. The peer runs before and after specsweep, so
 
 Same on both sides: the demo model (SmolLM2-135M-Instruct), dtype, enforce_eager, no prefix caching, 2 GiB
 KV cache, seed 0; random prompts of --input-len tokens, --output-len tokens with ignore_eos, --prompts prompts,
-closed loop at each --concurrency. Prints output tok/s, TPOT p50 and TTFT p50 of each side and the ratios
+closed loop at each --concurrency, or (--request-rate) open loop at each rate: Poisson arrivals (the peer's
+`--request-rate R --burstiness 1.0`, specsweep's `space.request_rate` with `arrival: poisson`). Prints output tok/s, TPOT p50 and TTFT p50 of each side and the ratios
 specsweep / peer (the peer's figure: the mean of its before and after runs).
 
     .venv/bin/python benchmarks/parity_bench_serve.py                       # concurrency 1 and 4
     .venv/bin/python benchmarks/parity_bench_serve.py --niceness 15 0       # specsweep's engines at nice 15, then 0
+    .venv/bin/python benchmarks/parity_bench_serve.py --request-rate 1.5      # open loop (issue 16)
     .venv/bin/python benchmarks/parity_bench_serve.py --busy 1 --no-peer --niceness 15 0
         # a busy neighbour (one process spinning at nice 0 throughout): what the engines' niceness does
 """
@@ -78,13 +80,15 @@ def peer(model: str, a, log: Path) -> dict[int, dict]:
                     raise SystemExit(f"the vLLM server did not start; see {log}")
                 time.sleep(1)
         out = {}
-        for c in a.concurrency:
+        for c in _points(a):
+            load = (["--request-rate", str(c), "--burstiness", "1.0"] if a.request_rate
+                    else ["--max-concurrency", str(c), "--request-rate", "inf"])
             r = subprocess.run(
                 [sys.executable, "-c", CLIENT, "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
                  "--model", model, "--dataset-name", "random", "--random-input-len", str(a.input_len),
-                 "--random-output-len", str(a.output_len), "--num-prompts", str(a.prompts),
-                 "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos", "--seed", "0",
-                 "--disable-tqdm"], env=_env(), capture_output=True, text=True, timeout=1800)
+                 "--random-output-len", str(a.output_len), "--num-prompts", str(a.prompts), *load,
+                 "--ignore-eos", "--seed", "0", "--disable-tqdm"], env=_env(), capture_output=True, text=True,
+                timeout=1800)
             line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
             if r.returncode != 0 or not line:
                 raise SystemExit(f"vllm bench serve failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
@@ -99,6 +103,11 @@ def peer(model: str, a, log: Path) -> dict[int, dict]:
             os.killpg(server.pid, signal.SIGKILL)
 
 
+def _points(a) -> list:
+    """The load points: request rates (open loop) when given, else concurrencies."""
+    return list(a.request_rate or a.concurrency)
+
+
 def specsweep(model: str, a, niceness: int, work: Path) -> dict[int, dict]:
     name = f"parity-nice{niceness}-{int(time.time())}"
     spec = work / f"{name}.yaml"
@@ -109,7 +118,7 @@ def specsweep(model: str, a, niceness: int, work: Path) -> dict[int, dict]:
         workload: {{dataset: random, random_input_len: {a.input_len}, num_prompts: {a.prompts},
                    max_tokens: {a.output_len}, ignore_eos: true, temperature: 0.0}}
         methods: {{baseline: {{}}}}
-        space: {{concurrency: {list(a.concurrency)}}}
+        space: {{{"request_rate" if a.request_rate else "concurrency"}: {_points(a)}}}
         measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
         """))
     url = f"sqlite:///{work / 'parity.db'}"
@@ -120,13 +129,15 @@ def specsweep(model: str, a, niceness: int, work: Path) -> dict[int, dict]:
     if r.returncode != 0:
         raise SystemExit(f"specsweep run failed:\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}")
     rows = Store(url).trial_results(name)
-    return {row["concurrency"]: {"tok_s": row["output_tok_s"], "tpot": row["tpot_ms_p50"], "ttft": row["ttft_ms_p50"]}
-            for row in rows}
+    return {(row["request_rate"] if a.request_rate else row["concurrency"]):
+            {"tok_s": row["output_tok_s"], "tpot": row["tpot_ms_p50"], "ttft": row["ttft_ms_p50"]} for row in rows}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--request-rate", type=float, nargs="+", default=None,
+                   help="open-loop load points (requests/s, Poisson) instead of --concurrency")
     p.add_argument("--prompts", type=int, default=32)
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=128)
@@ -161,8 +172,8 @@ def _compare(a) -> None:
         ours[n] = specsweep(model, a, n, work)
         print(f"specsweep (engine niceness {n}): {ours[n]} ({time.time() - t0:.0f} s)", flush=True)
     if a.no_peer:
-        print("\nconc | side | out tok/s | TPOT p50 ms | TTFT p50 ms")
-        for c in a.concurrency:
+        print(f"\n{_what(a)} | side | out tok/s | TPOT p50 ms | TTFT p50 ms")
+        for c in _points(a):
             for n, res in ours.items():
                 v = res[c]
                 print(f"{c} | specsweep nice {n} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f}")
@@ -171,8 +182,8 @@ def _compare(a) -> None:
     after = peer(model, a, work / "server-after.log")
     print(f"peer after: {after} ({time.time() - t0:.0f} s)", flush=True)
     print()
-    print("conc | side | out tok/s | TPOT p50 ms | TTFT p50 ms | tok/s ratio | TPOT ratio | TTFT ratio")
-    for c in a.concurrency:
+    print(f"{_what(a)} | side | out tok/s | TPOT p50 ms | TTFT p50 ms | tok/s ratio | TPOT ratio | TTFT ratio")
+    for c in _points(a):
         ref = {k: (before[c][k] + after[c][k]) / 2 for k in ("tok_s", "tpot", "ttft")}
         for label, v in (("peer before", before[c]), ("peer after", after[c])):
             print(f"{c} | {label} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f} | | |")
@@ -181,6 +192,10 @@ def _compare(a) -> None:
             print(f"{c} | specsweep nice {n} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f} | "
                   f"{v['tok_s'] / ref['tok_s']:.3f} | {v['tpot'] / ref['tpot']:.3f} | {v['ttft'] / ref['ttft']:.3f}")
     print(f"\n{time.time() - t0:.0f} s in all")
+
+
+def _what(a) -> str:
+    return "rate req/s" if a.request_rate else "conc"
 
 
 if __name__ == "__main__":

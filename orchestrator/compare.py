@@ -26,7 +26,7 @@ def compare_sweeps(store: Store, sweep_a: str, sweep_b: str, allow: Iterable[str
             if d not in differences:
                 differences.append(d)
         row = {"label": a["label"], "K": a["num_speculative_tokens"], "dataset": a["dataset"],
-               "concurrency": a["concurrency"], "max_num_seqs": a["max_num_seqs"]}
+               "concurrency": a["concurrency"], "request_rate": a.get("request_rate"), "max_num_seqs": a["max_num_seqs"]}
         for m in COMPARED_METRICS:
             va, vb = a.get(m), b.get(m)
             row[f"{m}_a"], row[f"{m}_b"] = va, vb

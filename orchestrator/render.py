@@ -287,14 +287,15 @@ def sweep_state_line(outcome) -> str:
 def compare_table(rows: list[dict], metrics: tuple[str, ...], title: str) -> Table:
     """`specsweep compare`: A | B | B/A for each metric of each shared point."""
     table = Table(title=title)
-    for h in ("method", "K", "dataset", "conc", *[f"{m} A | B | B/A" for m in metrics]):
+    for h in ("method", "K", "dataset", "load", *[f"{m} A | B | B/A" for m in metrics]):
         table.add_column(h, justify="left" if h in ("method", "dataset") else "right")
 
     def f(v):
         return "-" if v is None else f"{v:.3g}"
 
     for r in rows:
-        table.add_row(r["label"], str(r["K"] if r["K"] is not None else "-"), r["dataset"], str(r["concurrency"]),
+        load = str(r["concurrency"]) if r.get("request_rate") is None else _load(r)
+        table.add_row(r["label"], str(r["K"] if r["K"] is not None else "-"), r["dataset"], load,
                       *[f"{f(r[m + '_a'])} | {f(r[m + '_b'])} | {f(r[m + '_ratio'])}" for m in metrics])
     return table
 

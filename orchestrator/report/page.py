@@ -62,7 +62,7 @@ def verdict_html(data: ReportData, element_id: str = "verdict") -> str:
             f"<span class='clause' data-kind='{c[0].kind}' data-concurrency='{' '.join(str(x.concurrency) for x in c)}' "
             f"data-trials='{' '.join(str(x.trial) for x in c)}'>{_e(text)}</span>" for text, c in parts)
         items.append(f"<li data-dataset='{_e(v.dataset)}'>{_e(v.dataset)}: "
-                     + (spans + "." if parts else "no speculative row has a speedup (no paired baseline completed).")
+                     + (spans + "." if parts else _e(v.sentence()[len(v.dataset) + 2:]))
                      + "</li>")
     items = "".join(items)
     return (f"<div id='{element_id}' class='verdict' data-sweep='{_e(data.sweep)}'><strong>Verdict</strong> (from each row's speedup "

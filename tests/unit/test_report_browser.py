@@ -181,3 +181,36 @@ def test_a_page_error_fails_the_screenshot(swept, chromium, tmp_path, monkeypatc
     monkeypatch.setattr(page, "LOADER_JS", "document.body.dataset.plots = 'ready'; Plotly.newPlot();")
     res = _report(swept[0], tmp_path / "broken", "--screenshot")
     assert res.exit_code == 1 and "page error" in res.output and "Plotly" in res.output, res.output
+
+
+CAPACITY = """
+name: rep-capacity
+target: {model: fake-model}
+engine: {backend: fake, max_num_seqs: 4, fake: {step_seconds: 0.005, acceptance: [0.95, 0.9, 0.85]}}
+workload: {dataset: smoke, num_prompts: 20, max_tokens: 16, ignore_eos: true}
+methods:
+  ngram: {num_speculative_tokens: 3}
+measurement: {repeats: 1, warmup_requests: 0, discard_first_window: false, slo: {e2e_ms: 200}}
+search: {sampler: capacity, capacity: {start_rate: 20, max_probes: 4}}
+"""
+
+
+def test_open_loop_and_capacity_figures_draw(ray_session, chromium, tmp_path):
+    """A capacity search's report: the load figure (open-loop rows) and the capacity bars are drawn without a
+    page error, and the capacity lines name the stored brackets."""
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    (tmp_path / "cap.yaml").write_text(CAPACITY)
+    st = Store(url)
+    run_sweep(load_spec(tmp_path / "cap.yaml"), st)
+    res = CliRunner().invoke(app, ["report", "rep-capacity", "--store", url, "--out", str(tmp_path / "r"), "--screenshot"])
+    assert res.exit_code == 0, res.output
+    read = (READ["plots"], "Array.from(document.querySelectorAll('#capacity li')).map(li => li.innerText)",
+            "Array.from(document.querySelectorAll('div.plot')).map(d => d.id)")
+    seen = open_page(tmp_path / "r" / "report.html", expressions=read, binary=chromium)
+    assert seen.errors == [], seen.errors
+    plots, lines, ids = (seen.values[e] for e in read)
+    assert all(n >= 1 for n in plots) and any("load" in i for i in ids) and any("capacity" in i for i in ids), ids
+    caps = st.capacity_results("rep-capacity")
+    assert len(lines) == len(caps) == 2
+    for c, line in zip(caps, lines):
+        assert line.startswith(c["label"]) and (c["max_rate_within_slo"] is None or f"{c['max_rate_within_slo']:g}" in line)
