@@ -168,7 +168,8 @@ def run(
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED)
     rows = st.trial_results(outcome.sweep)
-    print_results(rows, "table", console, title=f"sweep {outcome.sweep}", crossover=st.crossover(outcome.sweep))
+    print_results(rows, "table", console, title=f"sweep {outcome.sweep}", crossover=st.crossover(outcome.sweep),
+                  capacity=st.capacity_results(outcome.sweep))
     reused = f", {outcome.reused} repeated points answered from stored rows" if outcome.reused else ""
     baselines = f" (+{outcome.baselines} paired baselines)" if outcome.baselines else ""
     console.print(f"{outcome.completed} trials completed{baselines}, {outcome.failed} failed, {outcome.skipped} done before{reused}; "
