@@ -198,6 +198,50 @@ def results(
 
 
 @app.command()
+def recommend(
+    sweep: str = typer.Argument(..., help="Sweep whose K x concurrency grid the schedule is derived from"),
+    method: Optional[str] = typer.Option(None, "--method", help="Method label (default: every speculative label)"),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    verify: bool = typer.Option(False, "--verify", help="Then run a follow-up sweep: the schedule against the best "
+                                                         "fixed K and the baseline at every measured concurrency"),
+) -> None:
+    """A draft-length schedule by batch size (vLLM's num_speculative_tokens_per_batch_size) from a sweep's measured
+    speedups: the smallest K that beats the baseline at each concurrency (a larger one only when better beyond the
+    intervals), K = 0 where none does. Prints the evidence and a ready --speculative-config; stores it."""
+    from .recommend import recommend as derive, verify_spec
+    from .render import recommendation_lines
+
+    st = _open_sweep_store(store, sweep)
+    try:
+        recs = derive(st, sweep, method)
+    except ValueError as e:
+        _fail(str(e))
+    sweep_row = st.get_sweep(sweep)
+    for rec in recs:
+        st.save_recommendation(sweep_row["id"], rec.row())
+        for line in recommendation_lines(rec):
+            console.print(line, highlight=False, soft_wrap=True)
+    console.print(f"stored in {st.display_url} (table sweep_recommendations)")
+    if not verify:
+        return
+    import yaml
+
+    from .paths import specsweep_home
+
+    for rec in recs:
+        if rec.speculative_config is None:
+            console.print(f"{rec.label} on {rec.dataset}: nothing to verify (no speculation recommended)")
+            continue
+        name = f"{sweep}-verify-{rec.label}-{rec.dataset}"
+        path = specsweep_home() / "recommend" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(verify_spec(sweep_row["spec"], rec, name), sort_keys=False))
+        console.print(f"verifying: specsweep run {path} --store {st.display_url}")
+        run(spec=str(path), store=store, ray_address=None, retry_failed=False, new_name=None, break_lease=False,
+            verbose=False)
+
+
+@app.command()
 def compare(
     sweep_a: str = typer.Argument(..., help="Reference sweep"),
     sweep_b: str = typer.Argument(..., help="Sweep compared with it"),

@@ -353,3 +353,18 @@ def capacity_text(status: str, passing: float | None, failing: float | None) -> 
     bracket = f" (fails at {failing:g})" if failing is not None else ""
     limit = " [probe limit reached]" if status == "probe_limit" else ""
     return f"{passing:g} req/s within the SLO{bracket}{limit}"
+
+
+def recommendation_lines(rec) -> list[str]:
+    """`specsweep recommend`: the schedule, the evidence per concurrency, the ready --speculative-config."""
+    out = [f"{rec.label} ({rec.method}) on {rec.dataset}: schedule {rec.schedule_text} "
+           f"(batch sizes : K; best single K over the measured loads: {rec.best_fixed_k})"]
+    for c in rec.choices:
+        opts = "; ".join(("* " if o.k == c.k else "") + o.text() for o in c.options)
+        proof = "" if c.proven else " [no interval: one repeat — measure with repeats before deploying]"
+        out.append(f"  concurrency {c.concurrency}: K={c.k} — {c.reason}{proof}  ({opts})")
+    if rec.speculative_config is None:
+        out.append("  no K beats the baseline at any measured load: deploy without speculation")
+    else:
+        out.append(f"  --speculative-config '{json.dumps(rec.speculative_config, separators=(',', ':'))}'")
+    return out

@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator
 
 from ..spec.models import FakeEngineSpec
 from ..records import DraftCounters, SamplingSettings, TokenChunk
+from ..methods.schedule import k_at
 from .base import EngineBackend, EngineStartError
 
 
@@ -51,6 +52,8 @@ class FakeBackend(EngineBackend):
         self.max_num_seqs = int(config.engine_args.get("max_num_seqs") or 256)
         spec = config.speculative_config or {}
         self.k = int(spec.get("num_speculative_tokens", 0))
+        # vLLM's num_speculative_tokens_per_batch_size: K by the step's batch size (capped at num_speculative_tokens)
+        self.schedule = tuple(tuple(e) for e in spec.get("num_speculative_tokens_per_batch_size") or ())
         self.counters = DraftCounters(accepted_per_pos=[0] * self.k)
         self._fail_start = knobs.fail_start or (
             f"simulated start failure of method {config.method_label!r} (fake: fail_start_methods)"
@@ -79,8 +82,11 @@ class FakeBackend(EngineBackend):
         self._wakeup = asyncio.Event()
         self._loop_task = asyncio.get_running_loop().create_task(self._step_loop())
 
+    def k_for(self, batch: int) -> int:
+        return min(self.k, k_at(self.schedule, batch)) if self.schedule else self.k
+
     def step_duration(self, batch: int) -> float:
-        return self.slowdown * self.step_seconds * (1.0 + self.token_cost * batch * (1 + self.k))
+        return self.slowdown * self.step_seconds * (1.0 + self.token_cost * batch * (1 + self.k_for(batch)))
 
     def begin_window(self) -> None:
         """Draw this window's slowdown exp(N(0, noise)), seeded by (noise_seed, configuration, window)."""
@@ -89,18 +95,18 @@ class FakeBackend(EngineBackend):
             rng = random.Random(f"{self.noise_seed}/{self.config.config_hash}/{self._windows}")
             self.slowdown = math.exp(rng.gauss(0.0, self.noise))
 
-    def _tokens_this_step(self, rng: random.Random) -> int:
-        if self.k == 0:
+    def _tokens_this_step(self, rng: random.Random, k: int) -> int:
+        if k == 0:
             return 1
         accepted = 0
-        for pos in range(self.k):
+        for pos in range(k):
             p = self.acceptance[pos] if pos < len(self.acceptance) else 0.0
             if rng.random() >= p:
                 break
             self.counters.accepted_per_pos[pos] += 1
             accepted += 1
         self.counters.num_drafts += 1
-        self.counters.num_draft_tokens += self.k
+        self.counters.num_draft_tokens += k
         self.counters.num_accepted_tokens += accepted
         return accepted + 1
 
@@ -112,12 +118,14 @@ class FakeBackend(EngineBackend):
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            await asyncio.sleep(self.step_duration(len(self._running)))
+            batch = len(self._running)
+            k = self.k_for(batch)
+            await asyncio.sleep(self.step_duration(batch))
             if self.block_loop_s:  # a saturated frontend: nothing else on this event loop runs meanwhile
                 time.sleep(self.block_loop_s)
             still = []
             for r in self._running:
-                n = min(self._tokens_this_step(r.rng), len(r.tokens) - r.produced)
+                n = min(self._tokens_this_step(r.rng, k), len(r.tokens) - r.produced)
                 chunk = r.tokens[r.produced : r.produced + n]
                 r.produced += n
                 done = r.produced >= len(r.tokens)

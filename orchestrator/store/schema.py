@@ -202,6 +202,22 @@ sweep_capacity = Table(
     UniqueConstraint("sweep_id", "config_key", name="uq_sweep_capacity_config"),
 )
 
+# specsweep recommend: a draft-length schedule per (sweep, method label, dataset), with its evidence (0008)
+sweep_recommendations = Table(
+    "sweep_recommendations", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("sweep_id", Integer, ForeignKey("sweeps.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("method_label", String(120), nullable=False),
+    Column("method", String(64), nullable=False),
+    Column("dataset", String(120), nullable=False),
+    Column("schedule", Text, nullable=False),  # '1-3:3, 4-7:1, 8-16:0' (batch ranges inclusive : K)
+    Column("speculative_config", JSON),  # ready for vLLM's --speculative-config (null: do not speculate)
+    Column("best_fixed_k", Integer),
+    Column("evidence", JSON, nullable=False),  # per concurrency: the K options with speedup and interval, the choice
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("sweep_id", "method_label", "dataset", name="uq_sweep_recommendations"),
+)
+
 # ---- nightly regression runs (specsweep nightly) --------------------------------------------------------
 nightly_runs = Table(
     "nightly_runs", metadata,

@@ -18,7 +18,7 @@ from ..records import METRIC_COLUMNS, Comparison, CompletedTrial
 from . import leases
 from .leases import LeaseHolder, LeaseResult
 from .urls import display_url, normalize_url
-from .schema import (nightly_runs, sweep_capacity, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
+from .schema import (nightly_runs, sweep_capacity, sweep_recommendations, nightly_sweeps, nightly_verdicts, sweep_environments, sweep_measurements, sweep_request_outputs,
                      sweep_trial_comparisons, sweep_trial_metrics, sweep_trials, sweeps)
 
 
@@ -210,6 +210,24 @@ class Store:
                 if isinstance(r[key], str):
                     r[key] = json.loads(r[key])
         return rows
+
+    # ---- recommendations (specsweep recommend) ----------------------------------------------------
+    def save_recommendation(self, sweep_id: int, row: dict[str, Any]) -> None:
+        """Insert or replace the recommendation of one (method label, dataset) of a sweep."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(sweep_recommendations).where(
+                sweep_recommendations.c.sweep_id == sweep_id, sweep_recommendations.c.method_label == row["label"],
+                sweep_recommendations.c.dataset == row["dataset"]))
+            conn.execute(insert(sweep_recommendations).values(
+                sweep_id=sweep_id, method_label=row["label"], method=row["method"], dataset=row["dataset"],
+                schedule=row["schedule"], speculative_config=row["speculative_config"],
+                best_fixed_k=row["best_fixed_k"], evidence=row["evidence"], created_at=now()))
+
+    def recommendations(self, sweep_id: int) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(sweep_recommendations).where(
+                sweep_recommendations.c.sweep_id == sweep_id).order_by(
+                sweep_recommendations.c.method_label, sweep_recommendations.c.dataset)).mappings()]
 
     # ---- paired baselines -------------------------------------------------------------------------
     def link_baseline(self, trial_id: int, baseline_trial_id: int) -> None:

@@ -1,0 +1,112 @@
+"""`specsweep recommend` (issue 15, part 3): schedule derivation on constructed grids (pure), schedule strings,
+and one fake-backend sweep through real Ray and SQLite: recommend, store, --verify, and the engine's K switching
+with the batch size (draft tokens / drafts from the counters)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.methods.schedule import ScheduleError, format_schedule, k_at, parse_schedule, schedule_config
+from orchestrator.recommend import KOption, choose_k, schedule_from
+
+
+def opt(k, s, lo=None, hi=None):
+    return KOption(k=k, trial=k, speedup=s, low=lo, high=hi)
+
+
+def test_smallest_k_unless_a_larger_one_is_better_beyond_the_intervals():
+    # K=2 and K=4 both beat the baseline, intervals overlap: the smaller K
+    c = choose_k(1, [opt(4, 1.5, 1.2, 1.8), opt(2, 1.3, 1.1, 1.5)])
+    assert (c.k, c.proven) == (2, True)
+    # K=4 wholly above K=2's interval: K=4
+    c = choose_k(1, [opt(2, 1.2, 1.1, 1.3), opt(4, 1.6, 1.4, 1.8)])
+    assert c.k == 4 and "beyond both intervals" in c.reason
+    # a tie at the interval edge is not "beyond"
+    assert choose_k(1, [opt(2, 1.2, 1.1, 1.4), opt(4, 1.6, 1.4, 1.8)]).k == 2
+    # an interval that reaches 1.0 does not beat the baseline, however high the point estimate
+    assert choose_k(1, [opt(2, 1.4, 0.99, 1.8), opt(4, 1.05, 1.01, 1.09)]).k == 4
+
+
+def test_all_losing_gives_k0_and_one_repeat_is_unproven():
+    c = choose_k(8, [opt(2, 0.9, 0.85, 0.95), opt(4, 1.02, 0.9, 1.1)])
+    assert (c.k, c.proven) == (0, True) and "no K beats" in c.reason
+    c = choose_k(1, [opt(2, 1.1), opt(4, 1.3)])  # one repeat: point estimates, never "beyond an interval"
+    assert (c.k, c.proven) == (2, False)
+
+
+def test_schedule_bands_are_conservative_and_merge():
+    choices = [choose_k(1, [opt(3, 1.5, 1.3, 1.7)]), choose_k(2, [opt(3, 1.3, 1.1, 1.5)]),
+               choose_k(4, [opt(1, 1.1, 1.05, 1.15), opt(3, 1.0, 0.9, 1.1)]), choose_k(8, [opt(1, 0.9, 0.8, 0.95)]),
+               choose_k(16, [opt(1, 0.8, 0.7, 0.9)])]
+    sched = schedule_from(choices)
+    # batch 3 takes the choice made at concurrency 4 (the next measured load up); 8 and 16 merge into one range
+    assert sched == ((1, 2, 3), (3, 4, 1), (5, 16, 0))
+    assert [k_at(sched, b) for b in (1, 2, 3, 4, 5, 16, 100)] == [3, 3, 1, 1, 0, 0, 0]
+    assert schedule_from([choose_k(c, [opt(2, 0.9, 0.8, 0.95)]) for c in (1, 4)]) == ((1, 4, 0),)
+
+
+def test_schedule_strings():
+    assert parse_schedule(" 1-3:3, 4-7:2,8-256:0") == ((1, 3, 3), (4, 7, 2), (8, 256, 0))
+    assert parse_schedule("1:2, 2-4:1") == ((1, 1, 2), (2, 4, 1))
+    assert format_schedule(((1, 3, 3), (4, 9, 0))) == "1-3:3, 4-9:0"
+    for bad, why in (("2-3:1", "must start at batch size 1"), ("1-3:1, 3-5:0", "overlaps"), ("1-3:-1", ">= 0"),
+                     ("1-3", "START-END:K"), ("", "empty")):
+        with pytest.raises(ScheduleError, match=why):
+            parse_schedule(bad)
+    assert schedule_config("1-2:3, 3-9:1", 3) == [[1, 2, 3], [3, 9, 1]]
+    with pytest.raises(ScheduleError, match="exceeds num_speculative_tokens"):
+        schedule_config("1-2:4", 3)
+    with pytest.raises(ScheduleError, match="every K of the schedule is 0"):
+        schedule_config("1-2:0", 3)
+
+
+# K=1 drafts cheaply and wins alone; K=4 pays for 4 drafted tokens per sequence; at concurrency 8 every K loses.
+GRID = """
+name: rec
+target: {model: fake-model}
+engine: {backend: fake, fake: {step_seconds: 0.01, token_cost: 0.5, acceptance: [0.9, 0.5, 0.3, 0.2]}}
+workload: {dataset: smoke, num_prompts: 8, max_tokens: 24, ignore_eos: true}
+methods:
+  ngram: {num_speculative_tokens: [1, 4]}
+space: {concurrency: [1, 8]}
+measurement: {repeats: 3, warmup_requests: 0, noisy_cv: 5.0, order: blocked}
+"""
+
+
+def test_recommend_and_verify_on_the_fake_backend(ray_session, write_spec, sqlite_url):
+    import json
+
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from orchestrator.controller.runner import run_sweep
+    from orchestrator.spec import load_spec
+    from orchestrator.store import Store
+
+    st = Store(sqlite_url)
+    run_sweep(load_spec(write_spec(GRID)), st)
+    rows = {(r["num_speculative_tokens"], r["concurrency"]): r for r in st.trial_results("rec") if r["speedup"]}
+    res = CliRunner().invoke(app, ["recommend", "rec", "--store", sqlite_url, "--verify"])
+    assert res.exit_code == 0, res.output
+    (stored,) = st.recommendations(st.get_sweep("rec")["id"])
+    # the stored choice follows the rules from the stored rows
+    for ev in stored["evidence"]:
+        opts = [opt(k, rows[(k, ev["concurrency"])]["speedup"], rows[(k, ev["concurrency"])]["speedup_ci_low"],
+                    rows[(k, ev["concurrency"])]["speedup_ci_high"]) for k in (1, 4)]
+        assert ev["k"] == choose_k(ev["concurrency"], opts).k
+    assert stored["schedule"] in res.output and "--speculative-config" in res.output
+    config = stored["speculative_config"]
+    assert config["method"] == "ngram" and config["num_speculative_tokens_per_batch_size"][0][0] == 1
+    assert config["prompt_lookup_max"] == 3  # the method's own settings travel with the schedule
+    assert json.loads(res.output.split("--speculative-config '")[1].split("'")[0]) == config
+    # --verify ran the schedule beside the best fixed K and the baseline at every measured concurrency
+    verify = st.trial_results("rec-verify-ngram-smoke")
+    assert {(r["label"], r["concurrency"]) for r in verify} == {
+        (m, c) for m in ("baseline", "ngram-fixed", "ngram-schedule") for c in (1, 8)}
+    assert all(r["state"] == "COMPLETE" for r in verify)
+    # the engine followed the schedule: draft tokens per draft = the scheduled K at a steady batch
+    sched = parse_schedule(stored["schedule"])
+    for r in verify:
+        if r["label"] == "ngram-schedule" and r["concurrency"] == 1 and k_at(sched, 1) > 0:
+            (m, *_) = st.measurements(r["trial_id"])
+            assert m["num_draft_tokens"] == k_at(sched, 1) * m["num_drafts"]
