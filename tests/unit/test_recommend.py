@@ -60,6 +60,33 @@ def test_schedule_strings():
         schedule_config("1-2:0", 3)
 
 
+def test_fake_engine_follows_a_schedule():
+    """The fake backend drafts K by the step's batch size (as vLLM does), capped at num_speculative_tokens."""
+    import asyncio
+
+    from orchestrator.datasets import Prompt
+    from orchestrator.engines.base import EngineConfig
+    from orchestrator.engines.fake import FakeBackend
+    from orchestrator.load import run_closed_loop
+    from orchestrator.records import SamplingSettings
+
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 64, 1]]}
+
+    async def per_draft(concurrency: int) -> float:
+        engine = FakeBackend(EngineConfig(backend="fake", model="m", model_path="m", revision=None, dtype="float32",
+                                          max_model_len=512, method_label="ngram", method="ngram",
+                                          speculative_config=spec, fake={"acceptance": [1.0, 1.0, 1.0]}))
+        await engine.start()
+        prompts = [Prompt(id=f"p{i}", messages=({"role": "user", "content": "q"},)) for i in range(4)]
+        await run_closed_loop(engine, prompts, SamplingSettings(max_tokens=40, ignore_eos=True), concurrency)
+        await engine.stop()
+        c = engine.draft_counters()
+        return c.num_draft_tokens / c.num_drafts
+
+    assert asyncio.run(per_draft(1)) == 3.0
+    assert asyncio.run(per_draft(4)) < 1.3  # 4 in flight: K = 1 (K = 3 only when one is left)
+
+
 # K=1 drafts cheaply and wins alone; K=4 pays for 4 drafted tokens per sequence; at concurrency 8 every K loses.
 GRID = """
 name: rec
@@ -89,11 +116,11 @@ def test_recommend_and_verify_on_the_fake_backend(ray_session, write_spec, sqlit
     res = CliRunner().invoke(app, ["recommend", "rec", "--store", sqlite_url, "--verify"])
     assert res.exit_code == 0, res.output
     (stored,) = st.recommendations(st.get_sweep("rec")["id"])
-    # the stored choice follows the rules from the stored rows
-    for ev in stored["evidence"]:
-        opts = [opt(k, rows[(k, ev["concurrency"])]["speedup"], rows[(k, ev["concurrency"])]["speedup_ci_low"],
-                    rows[(k, ev["concurrency"])]["speedup_ci_high"]) for k in (1, 4)]
-        assert ev["k"] == choose_k(ev["concurrency"], opts).k
+    # the stored choices and schedule follow the rules from the stored rows
+    expected = [choose_k(c, [opt(k, rows[(k, c)]["speedup"], rows[(k, c)]["speedup_ci_low"],
+                                 rows[(k, c)]["speedup_ci_high"]) for k in (1, 4)]) for c in (1, 8)]
+    assert [(ev["concurrency"], ev["k"]) for ev in stored["evidence"]] == [(c.concurrency, c.k) for c in expected]
+    assert stored["schedule"] == format_schedule(schedule_from(expected))
     assert stored["schedule"] in res.output and "--speculative-config" in res.output
     config = stored["speculative_config"]
     assert config["method"] == "ngram" and config["num_speculative_tokens_per_batch_size"][0][0] == 1
