@@ -124,11 +124,11 @@ def test_report_in_a_real_browser_matches_the_store(swept, chromium, tmp_path):
             assert span["kind"] == "unclear" and "no method is clearly" in span["text"]
     assert sorted(covered) == sorted({r["concurrency"] for r in rated})
     kinds = {s["kind"] for s in li["spans"]}
-    # built so that K=2 wins at concurrency 1 and nothing at 8; with 2 repeats (Student t, 1 degree of freedom) a
-    # loaded CI machine can widen the interval at 1 past 1.0, and the page must then say "unclear" — which the
-    # span checks above hold it to. The verdict rules themselves are tested on constructed rows
-    # (test_report_content.py).
-    assert "slower" in kinds and kinds <= {"faster", "slower", "unclear"}, li
+    # built so that K=2 wins at concurrency 1 and nothing wins at 8; with 2 repeats (Student t, 1 degree of
+    # freedom) a loaded CI machine can widen either interval past 1.0, and the page must then say "unclear" —
+    # which the span checks above hold it to, whichever kinds appear. The verdict rules themselves are tested on
+    # constructed rows (test_report_content.py).
+    assert kinds and kinds <= {"faster", "slower", "unclear"}, li
 
     # the context block: hardware, versions, dtype, workload, measurement, spec hash and commit, from the store
     env = Store(url).environment(rows[0]["environment_id"])
