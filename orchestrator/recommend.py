@@ -101,11 +101,6 @@ class Recommendation:
                               "options": [asdict(o) for o in c.options]} for c in self.choices]}
 
 
-def _params(row: dict) -> dict:
-    p = row.get("params")
-    return json.loads(p) if isinstance(p, str) else (p or {})
-
-
 def recommend(store: Store, sweep: str, label: str | None = None) -> list[Recommendation]:
     """One recommendation per (speculative method label, dataset) of the sweep whose rows measure more than one
     load point; raises ValueError when there is nothing to derive from."""

@@ -138,8 +138,6 @@ class CapacityStrategy:
         self.todo = len(self.configs) * settings.max_probes  # an upper bound: searches usually stop sooner
         self.engines = len(self.configs)
         self.waiting: list[TrialRun] = []  # never holds trials back between rounds
-        self.results: list[CapacityResult] = []
-        self.reused = 0
 
     def _stored(self) -> dict[str, dict]:
         return {r["point_key"]: r for r in self.store.trials(self.sweep_id)}
@@ -163,7 +161,6 @@ class CapacityStrategy:
                 if row is not None and row["state"] == "COMPLETE":  # measured before (resume): replay it
                     summary = TrialSummary.from_row(self.store.trial_result(row["id"]))
                     search.observe(rate, summary.slo_attainment, row["id"])
-                    self.reused += 1
                     continue
                 if row is not None and row["state"] == "FAIL" and not self.retry_failed:
                     search.observe(rate, None, row["id"])
@@ -190,7 +187,6 @@ class CapacityStrategy:
         result = CapacityResult(config=self.by_key[key], status=search.status or "failed",
                                 max_rate_within_slo=search.passing, first_failing_rate=search.failing,
                                 probes=list(search.probes))
-        self.results.append(result)
         self.on_result(result)
 
     def finished(self, run: TrialRun, summary: TrialSummary | None) -> None:

@@ -9,6 +9,8 @@ a batch size above the last range keeps the last K; vLLM caps every K at the eng
 
 from __future__ import annotations
 
+from .base import MethodError, Param
+
 Schedule = tuple[tuple[int, int, int], ...]  # (batch start, batch end, K), inclusive
 
 
@@ -72,20 +74,12 @@ def schedule_config(text: str, num_speculative_tokens: int) -> list[list[int]]:
 
 
 # ---- the method parameter (methods that vLLM drives with a schedule declare it) --------------------------------
-def _param():
-    from .base import Param
-
-    return Param(str, "draft length by batch size, e.g. '1-3:3, 4-7:1, 8-256:0' (vLLM's "
-                      "num_speculative_tokens_per_batch_size; K <= num_speculative_tokens)", sweepable=True)
-
-
-SCHEDULE_PARAM = _param()
+SCHEDULE_PARAM = Param(str, "draft length by batch size, e.g. '1-3:3, 4-7:1, 8-256:0' (vLLM's "
+                            "num_speculative_tokens_per_batch_size; K <= num_speculative_tokens)", sweepable=True)
 
 
 def check_schedule(params: dict) -> None:
     """Refuse a bad schedule naming the parameter (MethodError)."""
-    from .base import MethodError
-
     text = params.get("num_speculative_tokens_per_batch_size")
     if text is None:
         return
