@@ -95,25 +95,30 @@ def dflash_config(target_cfg: dict[str, Any], block_size: int = 8, mask_token_id
 
 
 def dflash_weight_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Tensors of a DFlash drafter of cfg["num_hidden_layers"] layers; an lm_head only with a reduced
+    `draft_vocab_size` (otherwise vLLM shares the target's)."""
     h, i, d = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
     q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
     n_feat = len(cfg["dflash_config"]["target_layer_ids"])
-    return {
-        "layers.0.self_attn.q_proj.weight": (q, h),
-        "layers.0.self_attn.k_proj.weight": (kv, h),
-        "layers.0.self_attn.v_proj.weight": (kv, h),
-        "layers.0.self_attn.o_proj.weight": (h, q),
-        "layers.0.self_attn.q_norm.weight": (d,),
-        "layers.0.self_attn.k_norm.weight": (d,),
-        "layers.0.mlp.gate_proj.weight": (i, h),
-        "layers.0.mlp.up_proj.weight": (i, h),
-        "layers.0.mlp.down_proj.weight": (h, i),
-        "layers.0.input_layernorm.weight": (h,),
-        "layers.0.post_attention_layernorm.weight": (h,),
-        "fc.weight": (h, n_feat * h),
-        "hidden_norm.weight": (h,),
-        "norm.weight": (h,),
-    }
+    shapes: dict[str, tuple[int, ...]] = {}
+    for n in range(cfg.get("num_hidden_layers", 1)):
+        shapes.update({
+            f"layers.{n}.self_attn.q_proj.weight": (q, h),
+            f"layers.{n}.self_attn.k_proj.weight": (kv, h),
+            f"layers.{n}.self_attn.v_proj.weight": (kv, h),
+            f"layers.{n}.self_attn.o_proj.weight": (h, q),
+            f"layers.{n}.self_attn.q_norm.weight": (d,),
+            f"layers.{n}.self_attn.k_norm.weight": (d,),
+            f"layers.{n}.mlp.gate_proj.weight": (i, h),
+            f"layers.{n}.mlp.up_proj.weight": (i, h),
+            f"layers.{n}.mlp.down_proj.weight": (h, i),
+            f"layers.{n}.input_layernorm.weight": (h,),
+            f"layers.{n}.post_attention_layernorm.weight": (h,),
+        })
+    shapes.update({"fc.weight": (h, n_feat * h), "hidden_norm.weight": (h,), "norm.weight": (h,)})
+    if cfg.get("draft_vocab_size") not in (None, cfg["vocab_size"]):
+        shapes["lm_head.weight"] = (cfg["draft_vocab_size"], h)
+    return shapes
 
 
 def write_checkpoint(out: Path, cfg: dict[str, Any], shapes: dict[str, tuple[int, ...]], weights: dict | None = None,

@@ -7,11 +7,13 @@ import errno
 import json
 import shutil
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from orchestrator.drafters.layout import dflash_weight_shapes, eagle3_weight_shapes
-from orchestrator.drafters.train.dflash_train import train_dflash
+from orchestrator.drafters.train.dflash_train import RECIPE, train_dflash
 from orchestrator.drafters.train.eagle3_train import train_eagle3
 from orchestrator.drafters.train.prompts import _words, near_duplicate, training_prompts
 from orchestrator.drafters.train.run import (DEFAULT_STEPS, TrainError, TrainSettings, _write_with_manifest,
@@ -87,6 +89,15 @@ def test_dflash_training_and_layout(tmp_path):
     mask = torch.load(__import__("io").BytesIO(w.pop("__mask_embedding_pt__")), weights_only=True)
     assert mask["mask_token_id"] == cfg["dflash_config"]["mask_token_id"] and mask["embedding"].shape == (32,)
     assert {k: tuple(v.shape) for k, v in w.items()} == dflash_weight_shapes(cfg)
+    # the shipped recipe with a draft vocabulary smaller than the target's: an own lm_head, d2t and t2d
+    s = TrainSettings(method="dflash", steps=2, batch_size=2, block_size=4)
+    (tmp_path / "v").mkdir()
+    cfg, w, _ = train_dflash(s, TARGET, synthetic_data(), tensors(), tmp_path / "v", noop,
+                             recipe=replace(RECIPE, draft_vocab=40))
+    w.pop("__mask_embedding_pt__")
+    d2t, t2d = w.pop("d2t"), w.pop("t2d")
+    assert cfg["draft_vocab_size"] == 40 and {k: tuple(v.shape) for k, v in w.items()} == dflash_weight_shapes(cfg)
+    assert "lm_head.weight" in w and torch.equal(torch.nonzero(t2d).flatten(), torch.arange(40) + d2t)
 
 
 def test_manifest_round_trip_and_atomic_write(tmp_path, monkeypatch):

@@ -1,126 +1,115 @@
-"""A DFlash (block diffusion) drafter in plain PyTorch, trained to fill a block of mask slots in one pass,
-exported in the layout vLLM loads as `DFlashDraftModel` (vllm/model_executor/models/qwen3_dflash.py).
+"""Training of the DFlash drafter (model in dflash_model.py): anchored blocks, labels and the loss; the loop
+itself (schedule, resume, checkpoints) is loop.py.
 
-Inference in vLLM, which training mirrors: the target's features at the context positions 0..p-1 go
-through fc and hidden_norm into each layer's K/V cache (k_norm and RoPE applied); the query block is
-[x_p (the token just verified), mask x K] at positions p..p+K, attending to all context K/V and to the
-whole block (non-causal); mask slot j predicts x[p+j]. The lm_head and token embeddings are the target's
-(shared by vLLM when the checkpoint ships none); the mask slots' embedding is trained and shipped as
-mask_embedding.pt. `sample_from_anchor` is false (vLLM's dflash refuses true).
+Each step draws `anchors_per_seq` anchor positions p in each of the batch's responses (seeded by the step);
+block slot j (1 <= j < block length) is trained to predict x[p + j] — the target's greedy token, or the
+target's top-k distribution at p + j - 1 (`soft_labels`). Slot j's loss is weighted exp(-(j - 1) / loss_decay)
+(the DFlash paper's weighting: a draft is accepted only up to its first miss, so early slots matter most).
+The block length is drawn per anchor from `block_lens`, so one drafter serves every K it is deployed at
+(vLLM runs a block of exactly K + 1 slots, and the slots attend to each other).
 
-Training draws ANCHORS_PER_SEQ // block_size anchor positions per response (seeded): many blocks per batch.
-Slot k's loss is weighted exp(-(k - 1) / LOSS_DECAY) (the DFlash paper's weighting, gamma = 7 for block 16):
-a draft is accepted only up to its first miss, so the early slots matter most.
+`DFlashRecipe` holds every choice `benchmarks/dflash_ablation.py` varies; `RECIPE` is the one the demo ships
+(the README's ablation table says why).
 """
 
 from __future__ import annotations
 
 import io
-import math
 import os
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ..layout import dflash_config
-from .eagle3 import RMSNorm, rope
+from .dflash_model import DFlashDrafter
+from .eagle3 import draft_vocabulary
 from .loop import run_training, tail_means
 
-ANCHORS_PER_SEQ = 128  # block slots per sequence and step: 128 // block_size anchors
 MAX_LEN = 384
-LOSS_DECAY = 7.0
 
 
-class DFlashDrafter(nn.Module):
-    def __init__(self, cfg: dict, embed: torch.Tensor, final_norm: torch.Tensor, mask_token_id: int):
-        super().__init__()
-        h, i = cfg["hidden_size"], cfg["intermediate_size"]
-        self.H, self.KV, self.d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-        self.theta = float(cfg["rope_theta"])
-        eps = cfg["rms_norm_eps"]
-        n_feat = len(cfg["dflash_config"]["target_layer_ids"])
-        self.fc = nn.Linear(n_feat * h, h, bias=False)
-        self.hidden_norm, self.input_layernorm = RMSNorm(h, eps), RMSNorm(h, eps)
-        self.post_attention_layernorm, self.norm = RMSNorm(h, eps), RMSNorm(h, eps)
-        self.q_proj = nn.Linear(h, self.H * self.d, bias=False)
-        self.k_proj = nn.Linear(h, self.KV * self.d, bias=False)
-        self.v_proj = nn.Linear(h, self.KV * self.d, bias=False)
-        self.o_proj = nn.Linear(self.H * self.d, h, bias=False)
-        self.q_norm, self.k_norm = RMSNorm(self.d, eps), RMSNorm(self.d, eps)
-        self.gate_proj, self.up_proj = nn.Linear(h, i, bias=False), nn.Linear(h, i, bias=False)
-        self.down_proj = nn.Linear(i, h, bias=False)
-        self.mask_embedding = nn.Parameter(embed.mean(0).clone())
-        self.register_buffer("embed", embed, persistent=False)  # the target's (tied lm_head), frozen
-        self.mask_token_id = mask_token_id
-        with torch.no_grad():
-            for lin in (self.q_proj, self.k_proj, self.v_proj, self.o_proj, self.gate_proj, self.up_proj,
-                        self.down_proj):
-                nn.init.normal_(lin.weight, std=0.02)
-            self.fc.weight.zero_()
-            self.fc.weight[:, -h:] = torch.eye(h)
-            self.norm.weight.copy_(final_norm)
+@dataclass(frozen=True)
+class DFlashRecipe:
+    layers: int = 1
+    kv_heads: int | None = None  # None: as many as query heads when value_init is "identity" (a full-width value
+    # path), else the target's (3 for SmolLM2: a 192-wide value path)
+    draft_vocab: int | None = None  # own lm_head over the most frequent response tokens; None: the target's
+    anchors_per_seq: int = 8
+    block_lens: tuple[int, ...] = (16,)  # drawn per anchor; each <= block_size
+    soft_labels: bool = False
+    loss_decay: float | None = 7.0  # None: every slot weighted 1
+    ctx_extra: int = 0  # 1: blocks also see the feature at the anchor (a leak; diagnostic only)
+    fc_init: str = "last"  # "last": fc starts as the last feature layer; "random"
+    mask_init: str = "mean"  # "mean" of the target's embeddings; "token": the mask token's own embedding
+    value_init: str = "random"  # "identity": layer 0's v_proj and o_proj start as identities, so what a head
+    # attends to in the context reaches the residual stream unchanged (needs kv_heads x head_dim = hidden)
+    guide: float = 0.0  # weight of the attention guidance loss: in layer 0, a third of the heads are pulled
+    # towards context position p - 1 (the freshest target state), a third towards the block's slot 0 (x_p);
+    # what EAGLE-3 reads by construction. 0: off. Training only: the exported layout is unchanged.
 
-    def forward(self, tokens, feats, anchors):
-        """tokens (B, L); feats (B, L, n*h); anchors (B, A) positions p (x_p known, context 0..p-1).
-        Returns the normed output states (B, A, bs, h) of the block slots (slot 0 = the anchor token); logits =
-        states @ embed.T (the caller applies it to labelled slots only: the vocabulary projection dominates)."""
-        B, L = tokens.shape
-        A = anchors.shape[1]
-        bs = self.block_size
-        rep = self.H // self.KV
-        ctx = self.hidden_norm(self.fc(feats))
-        kc = rope(self.k_norm(self.k_proj(ctx).view(B, L, self.KV, self.d)), torch.arange(L), self.theta)
-        vc = self.v_proj(ctx).view(B, L, self.KV, self.d)
-        kc = kc.repeat_interleave(rep, 2).transpose(1, 2)  # (B, H, L, d)
-        vc = vc.repeat_interleave(rep, 2).transpose(1, 2)
-        emb = self.embed[tokens.gather(1, anchors)]  # (B, A, h)
-        x = self.mask_embedding.expand(B, A, bs, -1).clone()
-        x[:, :, 0] = emb
-        pos = anchors[:, :, None] + torch.arange(bs)[None, None]  # (B, A, bs)
-        residual = x
-        hq = self.input_layernorm(x)
-        q = self.q_norm(self.q_proj(hq).view(B, A, bs, self.H, self.d))
-        k = self.k_norm(self.k_proj(hq).view(B, A, bs, self.KV, self.d))
-        v = self.v_proj(hq).view(B, A, bs, self.KV, self.d)
-        q = rope(q, pos, self.theta)
-        k = rope(k, pos, self.theta).repeat_interleave(rep, 3)
-        v = v.repeat_interleave(rep, 3)
-        scale = 1.0 / math.sqrt(self.d)
-        qh = q.permute(0, 3, 1, 2, 4)  # (B, H, A, bs, d)
-        s_ctx = torch.einsum("bhasd,bhld->bhasl", qh, kc) * scale
-        ctx_ok = torch.arange(L)[None, None, :] < anchors[:, :, None]  # (B, A, L): context 0..p-1
-        s_ctx = s_ctx.masked_fill(~ctx_ok[:, None, :, None, :], float("-inf"))
-        kh, vh = k.permute(0, 3, 1, 2, 4), v.permute(0, 3, 1, 2, 4)  # (B, H, A, bs, d)
-        s_blk = torch.einsum("bhasd,bhatd->bhast", qh, kh) * scale
-        p = torch.softmax(torch.cat([s_ctx, s_blk], -1), -1)
-        att = torch.einsum("bhasl,bhld->bhasd", p[..., :L], vc) + torch.einsum("bhast,bhatd->bhasd", p[..., L:], vh)
-        att = att.permute(0, 2, 3, 1, 4).reshape(B, A, bs, self.H * self.d)
-        residual = residual + self.o_proj(att)
-        hm = self.post_attention_layernorm(residual)
-        residual = residual + self.down_proj(F.silu(self.gate_proj(hm)) * self.up_proj(hm))
-        return self.norm(residual)
-
-    def export_weights(self) -> dict[str, torch.Tensor]:
-        m = {"fc.weight": self.fc.weight, "hidden_norm.weight": self.hidden_norm.weight, "norm.weight": self.norm.weight}
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
-            m[f"layers.0.self_attn.{name}.weight"] = getattr(self, name).weight
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            m[f"layers.0.mlp.{name}.weight"] = getattr(self, name).weight
-        for name in ("input_layernorm", "post_attention_layernorm"):
-            m[f"layers.0.{name}.weight"] = getattr(self, name).weight
-        return {k: v.detach().float().contiguous() for k, v in m.items()}
+    def describe(self) -> dict:
+        return asdict(self)
 
 
-def _batch(data: dict, idx: list[int], n_anchor: int, bs: int, gen: torch.Generator):
+# What the demo ships, from the ablation (README "The drafter demo"): full-width K/V heads with an identity
+# value path (the context state reaches the slots unchanged: without it the one layer never learns to read
+# the context in a first-run budget), attention guidance, slot losses concentrated on the first slots,
+# block lengths 4/8/16 (K = 3, 7, 15 each served by the block vLLM runs), the target's top-k distribution,
+# 32 anchors per response and an 8,192-token draft vocabulary (a 6x cheaper vocabulary projection).
+RECIPE = DFlashRecipe(kv_heads=None, value_init="identity", guide=1.0, anchors_per_seq=32, draft_vocab=8192,
+                      loss_decay=1.0, soft_labels=True, block_lens=(4, 8, 16))
+
+
+def drafter_config(target_cfg: dict, recipe: DFlashRecipe, block_size: int, draft_vocab_size: int | None) -> dict:
+    cfg = dflash_config(target_cfg, block_size=block_size)
+    cfg["num_hidden_layers"] = recipe.layers
+    if recipe.kv_heads is not None:
+        cfg["num_key_value_heads"] = recipe.kv_heads
+    elif recipe.value_init == "identity":
+        cfg["num_key_value_heads"] = cfg["num_attention_heads"]
+    if draft_vocab_size is not None:
+        cfg["draft_vocab_size"] = draft_vocab_size
+    return cfg
+
+
+def build(target_cfg: dict, recipe: DFlashRecipe, block_size: int, data: dict, tensors: dict, seed: int):
+    """(config.json dict, the drafter, t2d mask or None) for this recipe."""
+    vocab = target_cfg["vocab_size"]
+    draft_ids = t2d = None
+    if recipe.draft_vocab and recipe.draft_vocab < vocab:  # else the target's whole vocabulary and lm_head
+        responses = [t[p:].tolist() for t, p in zip(data["tokens"], data["prompt_lens"])]
+        draft_ids, t2d = draft_vocabulary(responses, recipe.draft_vocab, vocab)
+    cfg = drafter_config(target_cfg, recipe, block_size, None if draft_ids is None else len(draft_ids))
+    torch.manual_seed(seed)
+    model = DFlashDrafter(cfg, tensors["embed"], tensors["final_norm"], draft_ids)
+    with torch.no_grad():
+        if recipe.fc_init == "random":
+            torch.nn.init.normal_(model.fc.weight, std=0.02)
+        if recipe.value_init == "identity":
+            layer = model.layers[0]
+            if layer.v_proj.weight.shape[0] != layer.v_proj.weight.shape[1] or \
+                    layer.o_proj.weight.shape[0] != layer.o_proj.weight.shape[1]:
+                raise ValueError("value_init identity needs kv_heads x head_dim = heads x head_dim = hidden size")
+            layer.v_proj.weight.copy_(torch.eye(layer.v_proj.weight.shape[0]))
+            layer.o_proj.weight.copy_(torch.eye(layer.o_proj.weight.shape[0]))
+        if recipe.mask_init == "token":
+            model.mask_embedding.copy_(tensors["embed"][cfg["dflash_config"]["mask_token_id"]])
+    return cfg, model, t2d
+
+
+def _batch(data: dict, idx: list[int], recipe: DFlashRecipe, bs: int, gen: torch.Generator):
+    """tokens (B, L), feats, anchors (B, A), block_lens (B, A), hard labels (B, A, bs) (-1: none), and the
+    (B, A, bs) position whose target distribution labels each slot (p + j - 1)."""
     seqs = [data["tokens"][i][:MAX_LEN] for i in idx]
     L = max(len(x) for x in seqs)
-    B = len(seqs)
+    B, A = len(seqs), recipe.anchors_per_seq
     tokens = torch.zeros(B, L, dtype=torch.long)
     feats = torch.zeros(B, L, data["features"][idx[0]].shape[-1])
-    anchors = torch.zeros(B, n_anchor, dtype=torch.long)
-    labels = torch.full((B, n_anchor, bs), -1, dtype=torch.long)
+    anchors = torch.zeros(B, A, dtype=torch.long)
+    choices = torch.tensor(recipe.block_lens)
+    block_lens = choices[torch.randint(len(choices), (B, A), generator=gen)]
     for b, (i, x) in enumerate(zip(idx, seqs)):
         n = len(x)
         tokens[b, :n] = x
@@ -128,49 +117,122 @@ def _batch(data: dict, idx: list[int], n_anchor: int, bs: int, gen: torch.Genera
         lo, hi = max(1, data["prompt_lens"][i]), n - 2  # anchor x_p in the response, at least one label after
         if hi < lo:
             lo, hi = max(1, n - 2), max(1, n - 2)
-        anchors[b] = torch.randint(lo, hi + 1, (n_anchor,), generator=gen)
-        for a in range(n_anchor):
-            p = int(anchors[b, a])
-            for j in range(1, bs):
-                if p + j < n:
-                    labels[b, a, j] = x[p + j]
-    return tokens, feats, anchors, labels
+        anchors[b] = torch.randint(lo, hi + 1, (A,), generator=gen)
+    lens = torch.tensor([min(len(x), MAX_LEN) for x in seqs])
+    tgt_pos = anchors[:, :, None] + torch.arange(bs)[None, None]  # (B, A, bs)
+    ok = (tgt_pos < lens[:, None, None]) & (torch.arange(bs)[None, None] >= 1) & \
+         (torch.arange(bs)[None, None] < block_lens[:, :, None])
+    labels = torch.where(ok, tokens.gather(1, tgt_pos.clamp_max(L - 1).view(B, -1)).view(B, A, bs),
+                         torch.full_like(tgt_pos, -1))
+    return tokens, feats, anchors, block_lens, labels, tgt_pos - 1
 
 
-def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress):
-    torch.set_num_threads(os.cpu_count() or 1)
-    cfg = dflash_config(target_cfg, block_size=s.block_size)
-    bs = s.block_size
-    torch.manual_seed(s.seed)
-    model = DFlashDrafter(cfg, tensors["embed"], tensors["final_norm"], cfg["dflash_config"]["mask_token_id"])
-    model.block_size = bs
+def _topk(data: dict, idx: list[int], L: int):
+    """The target's top-k next-token ids / probabilities (B, L, k) of the batch's examples."""
+    k = data["topk_ids"][idx[0]].shape[-1]
+    ids, probs = torch.zeros(len(idx), L, k, dtype=torch.long), torch.zeros(len(idx), L, k)
+    for b, i in enumerate(idx):
+        n = min(len(data["tokens"][i]), L)
+        ids[b, :n] = data["topk_ids"][i][:n].long()
+        probs[b, :n] = data["topk_probs"][i][:n].float()
+    return ids, probs
 
+
+def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int, t2d_index: torch.Tensor | None):
     slot = torch.arange(bs)
-    slot_weight = torch.exp(-(slot - 1).clamp_min(0).float() / LOSS_DECAY)
+    if recipe.loss_decay is None:
+        slot_weight = torch.ones(bs)
+    else:
+        slot_weight = torch.exp(-(slot - 1).clamp_min(0).float() / recipe.loss_decay)
 
     def step_fn(idx, g):
-        tokens, feats, anchors, labels = _batch(data, idx, max(2, ANCHORS_PER_SEQ // bs), bs, g)
-        states = model(tokens, feats, anchors)
+        tokens, feats, anchors, block_lens, labels, dist_pos = _batch(data, idx, recipe, bs, g)
+        states = model(tokens, feats, anchors, block_lens, block_size=bs, ctx_extra=recipe.ctx_extra,
+                       guide=recipe.guide > 0)
+        guide_loss = None
+        if recipe.guide > 0:
+            states, (w_prev, w_anchor) = states
+            third = w_prev.shape[1] // 3
+            slots_ok = (torch.arange(bs)[None, None] >= 1) & (torch.arange(bs)[None, None] < block_lens[:, :, None])
+            nll = -(torch.log(w_prev[:, :third].float() + 1e-6).mean(1) +
+                    torch.log(w_anchor[:, third: 2 * third].float() + 1e-6).mean(1)) / 2  # (B, A, bs)
+            guide_loss = nll[slots_ok].mean()
         m = labels >= 0
-        logits = states[m] @ model.embed.T
+        logits = model.logits(states[m]).float()
         target = labels[m]
+        if t2d_index is not None:
+            target = t2d_index[target]  # -1: outside the draft vocabulary (never right)
         slots = slot.expand_as(labels)[m]
         w = slot_weight[slots]
-        loss = (F.cross_entropy(logits.float(), target, reduction="none") * w).sum() / w.sum()
+        if recipe.soft_labels:
+            top_ids, top_probs = _topk(data, idx, tokens.shape[1])
+            b_idx = torch.arange(len(idx))[:, None, None].expand_as(labels)[m]
+            pos = dist_pos[m]
+            ids, probs = top_ids[b_idx, pos], top_probs[b_idx, pos]
+            if t2d_index is not None:
+                ids = t2d_index[ids]
+            probs = torch.where(ids >= 0, probs, torch.zeros_like(probs))
+            probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-8)
+            ce = -(probs * F.log_softmax(logits, -1).gather(1, ids.clamp_min(0))).sum(-1)
+        else:
+            ce = F.cross_entropy(logits, target.clamp_min(0), reduction="none") * (target >= 0)
+        loss = (ce * w).sum() / w.sum()
+        if guide_loss is not None:
+            loss = loss + recipe.guide * guide_loss
         with torch.no_grad():
-            hit = logits.argmax(-1) == target
+            hit = (logits.argmax(-1) == target) & (target >= 0)
             accs = [float(hit[slots == j].float().mean()) if (slots == j).any() else float("nan")
                     for j in range(1, bs)]
-        return loss, [loss.item()], accs, f"loss {loss.item():.2f} acc slot1 {accs[0]:.2f} slot{bs - 1} {accs[-1]:.2f}"
+        return loss, [loss.item()], accs, f"loss {loss.item():.2f} acc slot1 {accs[0]:.2f} slot2 {accs[1]:.2f}"
 
-    run = run_training(s, model, work / "train_state_dflash.pt", len(data["tokens"]), step_fn, progress)
+    return step_fn
+
+
+def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, checkpoint: Path, progress,
+        examples: list[int] | None = None):
+    """Train a drafter of this recipe for s.steps (resumable at `checkpoint`); `examples` restricts the
+    training set (the ablation holds some out). Returns (cfg, model, t2d, run)."""
+    torch.set_num_threads(os.cpu_count() or 1)
+    bs = s.block_size
+    if max(recipe.block_lens) > bs:
+        raise ValueError(f"block lengths {recipe.block_lens} exceed the block size {bs}")
+    cfg, model, t2d = build(target_cfg, recipe, bs, data, tensors, s.seed)
+    t2d_index = None
+    if model.draft_ids is not None:
+        t2d_index = torch.full((target_cfg["vocab_size"],), -1, dtype=torch.long)
+        t2d_index[model.draft_ids] = torch.arange(len(model.draft_ids))
+    step_fn = make_step_fn(model, data, recipe, bs, t2d_index)
+    if examples is not None:
+        inner = step_fn
+        pool = torch.tensor(examples)
+        step_fn = lambda idx, g: inner(pool[torch.tensor(idx) % len(pool)].tolist(), g)  # noqa: E731
+    run = run_training(s, model, checkpoint, len(data["tokens"]) if examples is None else len(examples),
+                       step_fn, progress)
+    return cfg, model, t2d, run
+
+
+def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, recipe: DFlashRecipe = RECIPE):
+    recipe = replace(recipe, block_lens=tuple(b for b in recipe.block_lens if b <= s.block_size) or (s.block_size,))
+    cfg, model, t2d, run = fit(s, recipe, target_cfg, data, tensors, work / "train_state_dflash.pt", progress)
+    bs = s.block_size
     result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
               "resumed_from_step": run["resumed_from_step"],
               "final_losses": tail_means(run["history"], "losses", 1),
-              "final_accuracy": tail_means(run["history"], "accuracy", bs - 1)}
+              "final_accuracy": tail_means(run["history"], "accuracy", bs - 1),
+              "recipe": recipe.describe()}
+    return cfg, export(model, cfg, t2d), result
+
+
+def export(model: DFlashDrafter, cfg: dict, t2d: torch.Tensor | None) -> dict:
+    """The tensors vLLM loads (plus d2t / t2d with a draft vocabulary) and, under `__mask_embedding_pt__`, the
+    bytes of mask_embedding.pt (the trained mask-slot embedding; run.py writes it beside the weights)."""
     weights = model.export_weights()
+    if model.draft_ids is not None:
+        weights["d2t"] = (model.draft_ids - torch.arange(len(model.draft_ids))).to(torch.long)
+        weights["t2d"] = t2d if t2d is not None else torch.zeros(cfg["vocab_size"], dtype=torch.bool).index_fill_(
+            0, model.draft_ids, True)
     buf = io.BytesIO()
     torch.save({"mask_token_id": cfg["dflash_config"]["mask_token_id"],
                 "embedding": model.mask_embedding.detach().float().clone()}, buf)
     weights["__mask_embedding_pt__"] = buf.getvalue()
-    return cfg, weights, result
+    return weights

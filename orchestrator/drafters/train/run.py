@@ -23,7 +23,10 @@ from ...paths import cache_dir
 from ..trained import METHODS, record_trained
 # Training steps (batches of 8) when --steps is not given, chosen so that `make demo-drafters` fits its
 # first-run budget on 2 cores (EAGLE-3 data + training <= 15 min; DFlash reuses the data: training only).
-DEFAULT_STEPS = {"eagle3": 400, "dflash": 250}
+DEFAULT_STEPS = {"eagle3": 400, "dflash": 400}
+# Peak learning rates (AdamW, warm-up then cosine): DFlash's context path trains faster at 3e-3
+# (benchmarks/dflash_ablation.py); EAGLE-3 keeps the rate its figures were measured with.
+DEFAULT_LR = {"eagle3": 1e-3, "dflash": 3e-3}
 
 
 class TrainError(RuntimeError):
@@ -39,7 +42,7 @@ class TrainSettings:
     max_tokens: int = 128
     steps: int | None = None  # None: DEFAULT_STEPS[method]
     batch_size: int = 8
-    lr: float = 1e-3
+    lr: float | None = None  # None: DEFAULT_LR[method]
     ttt_steps: int = 3  # eagle3: draft steps unrolled in training
     block_size: int = 16  # dflash: drafted block (K <= block - 1: one drafter serves K = 3, 7, 15)
     draft_vocab_size: int = 8192
@@ -52,6 +55,8 @@ class TrainSettings:
     def __post_init__(self) -> None:
         if self.steps is None:
             object.__setattr__(self, "steps", DEFAULT_STEPS.get(self.method, 400))
+        if self.lr is None:
+            object.__setattr__(self, "lr", DEFAULT_LR.get(self.method, 1e-3))
         if self.dtype not in ("auto", "bfloat16", "float32"):
             raise TrainError(f"dtype {self.dtype!r}: allowed auto, bfloat16, float32")
 
@@ -84,8 +89,12 @@ class TrainSettings:
         if self.method == "eagle3":
             d.pop("block_size")
         else:
+            from .dflash_train import RECIPE
+
             d.pop("ttt_steps")
             d.pop("soft_labels")
+            d.pop("draft_vocab_size")
+            d["recipe"] = RECIPE.describe()  # a new recipe is a new drafter, never a cached old one
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -1,0 +1,115 @@
+"""Why the demo DFlash drafter accepts so little, measured: train one recipe change at a time for the same
+number of steps on the cached demo training data (`specsweep drafters train` makes it), hold the last
+`--eval` responses out, and print each recipe's training accuracy (slots 1 and 2, mean of the last 20 steps)
+and its teacher-forced acceptance on the held-out responses at K = 3 and 7 — computed with the block of K + 1
+slots vLLM runs (dflash_model.teacher_forced), so AL here is what vLLM's counters would report at T = 0.
+
+    .venv/bin/python benchmarks/dflash_ablation.py --steps 120 [--only base,value_identity ...] [--json out.json]
+
+Every variant starts from the same seed and draws the same batches. Prints the CPU it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from orchestrator.drafters.train.dflash_model import teacher_forced  # noqa: E402
+from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe, fit  # noqa: E402
+
+OLD = DFlashRecipe(layers=1, kv_heads=None, draft_vocab=None, anchors_per_seq=8, block_lens=(16,),
+                   soft_labels=False, loss_decay=7.0)  # what `drafters train` shipped before this work
+
+SHIPPED = RECIPE
+# name -> (recipe, peak learning rate). The first block changes one thing of what shipped before (at its
+# learning rate, 1e-3); the second removes one thing from what ships now (at its 3e-3).
+VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
+    "base": (OLD, 1e-3),
+    "ctx_through_p": (replace(OLD, ctx_extra=1), 1e-3),  # a leak (the feature at p): what vLLM cannot give
+    "fc_random": (replace(OLD, fc_init="random"), 1e-3),
+    "mask_token_emb": (replace(OLD, mask_init="token"), 1e-3),
+    "uniform_loss": (replace(OLD, loss_decay=None), 1e-3),
+    "soft_labels": (replace(OLD, soft_labels=True), 1e-3),
+    "block_len_mix": (replace(OLD, block_lens=(4, 8, 16)), 1e-3),
+    "vocab_8k": (replace(OLD, draft_vocab=8192), 1e-3),
+    "kv_heads_9": (replace(OLD, kv_heads=9), 1e-3),
+    "layers_2": (replace(OLD, layers=2), 1e-3),
+    "guide": (replace(OLD, guide=1.0), 1e-3),
+    "value_identity": (replace(OLD, value_init="identity"), 1e-3),
+    "leak_value_identity": (replace(OLD, value_init="identity", ctx_extra=1), 1e-3),
+    "shipped": (SHIPPED, 3e-3),
+    "shipped-identity": (replace(SHIPPED, value_init="random", kv_heads=None), 3e-3),
+    "shipped-guide": (replace(SHIPPED, guide=0.0), 3e-3),
+    "shipped-decay1": (replace(SHIPPED, loss_decay=7.0), 3e-3),
+    "shipped-soft": (replace(SHIPPED, soft_labels=False), 3e-3),
+    "shipped-mix": (replace(SHIPPED, block_lens=(16,)), 3e-3),
+    "shipped-lr3e-3": (SHIPPED, 1e-3),
+    "shipped+layers_2": (replace(SHIPPED, layers=2), 3e-3),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--eval", type=int, default=32, help="responses held out (the last ones of the data)")
+    ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+
+    import torch
+
+    from orchestrator.drafters.train.features import target_tensors
+    from orchestrator.drafters.train.run import TrainSettings, _target, target_name
+    from orchestrator.environment import cpu_flags, _cpu_model
+    from orchestrator.paths import cache_dir
+
+    s0 = TrainSettings(method="dflash", steps=args.steps, block_size=args.block_size)
+    model_path, target_cfg = _target(s0.target)
+    feat_file = cache_dir() / "drafters" / "data" / f"{target_name(s0)}-{s0.data_key()}" / "features.pt"
+    if not feat_file.is_file():
+        print(f"no training data at {feat_file}: run `specsweep drafters train --method eagle3` first")
+        return 2
+    data = torch.load(feat_file, weights_only=False)
+    tensors = target_tensors(model_path)
+    n = len(data["tokens"])
+    train_idx, eval_idx = list(range(n - args.eval)), list(range(n - args.eval, n))
+    flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    print(f"CPU: {_cpu_model()} ({' '.join(flags)}), {torch.get_num_threads()} threads; autocast bf16: "
+          f"{s0.autocast}; {len(train_idx)} training / {len(eval_idx)} held-out responses; {args.steps} steps")
+    names = [x for x in args.only.split(",") if x] or list(VARIANTS)
+    rows = []
+    print(f"{'variant':22} {'s/step':>6} {'tr1':>5} {'tr2':>5} | {'AL K=3':>6} {'AL K=7':>6} | acceptance by position (K=7)")
+    for name in names:
+        recipe, lr = VARIANTS[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            _, model, _, run = fit(replace(s0, lr=lr), recipe, target_cfg, data, tensors, Path(tmp) / "ckpt.pt",
+                                   lambda *a: None, examples=train_idx)
+            secs = time.perf_counter() - t0
+        tail = run["history"][-20:]
+        tr = [sum(h["accuracy"][j] for h in tail) / len(tail) for j in (0, 1)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
+            ev = {K: teacher_forced(model, data, eval_idx, K) for K in (3, 7)}
+        row = {"variant": name, "recipe": recipe.describe(), "lr": lr, "s_per_step": secs / args.steps,
+               "train_acc_slot1": tr[0], "train_acc_slot2": tr[1],
+               "al_k3": ev[3]["al"], "al_k7": ev[7]["al"], "accept_by_pos_k7": ev[7]["accept_by_pos"],
+               "slot_acc_k7": ev[7]["slot_acc"], "blocks": ev[7]["blocks"]}
+        rows.append(row)
+        print(f"{name:22} {row['s_per_step']:6.2f} {tr[0]:5.2f} {tr[1]:5.2f} | {ev[3]['al']:6.3f} {ev[7]['al']:6.3f} | "
+              + " ".join(f"{a:.2f}" for a in ev[7]["accept_by_pos"]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"cpu": _cpu_model(), "flags": flags, "steps": args.steps,
+                                               "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

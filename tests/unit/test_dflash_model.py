@@ -1,0 +1,128 @@
+"""The DFlash drafter's training-side model (issue 17), pure: block lengths computed as vLLM runs them,
+teacher-forced acceptance arithmetic, the identity value path, attention guidance, the recipe in the drafter's
+identity. (Agreement with vLLM's own forward: tests/integration/test_dflash_agreement.py.)"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from orchestrator.drafters.train.dflash_model import teacher_forced
+from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe, build, make_step_fn
+from orchestrator.drafters.train.run import DEFAULT_LR, TrainSettings
+
+from .test_drafter_training import TARGET, synthetic_data, tensors
+
+
+def _model(recipe=DFlashRecipe(), block_size=8, seed=0):
+    cfg, model, t2d = build(TARGET, recipe, block_size, synthetic_data(), tensors(), seed)
+    with torch.no_grad():  # weights large enough that every slot's output depends on what it attends to
+        for name, p in model.named_parameters():
+            if name.endswith("proj.weight"):
+                p.normal_(0, 0.3)
+        model.mask_embedding.normal_(0, 0.5)
+    return cfg, model
+
+
+def test_a_short_block_inside_a_long_one_computes_what_vllm_runs_for_it():
+    # vLLM drafts K tokens from a block of exactly K + 1 slots; training packs blocks of several lengths into
+    # one padded tensor: the padded slots must be invisible
+    _, model = _model(DFlashRecipe(layers=2))
+    data = synthetic_data()
+    x, f = data["tokens"][0][None], data["features"][0].float()[None]
+    anchors = torch.tensor([[7, 12]])
+    short = model(x, f, anchors, block_size=4)
+    packed = model(x, f, anchors, block_lens=torch.tensor([[4, 4]]), block_size=8)
+    assert torch.allclose(packed[:, :, :4], short, atol=1e-5)
+    unmasked = model(x, f, anchors, block_size=8)  # the same slots with the padding visible differ
+    assert not torch.allclose(unmasked[:, :, :4], short, atol=1e-3)
+
+
+class _Oracle:
+    """A stand-in drafter that drafts the right token in the given slots (0-based) and a wrong one elsewhere."""
+
+    def __init__(self, right: set[int]):
+        self.right, self.draft_ids = right, None
+
+    def eval(self):
+        pass
+
+    def train(self):
+        pass
+
+    def __call__(self, tokens, feats, anchors, block_size):
+        self.tokens, self.anchors = tokens[0], anchors[0]
+        return torch.zeros(1, anchors.shape[1], block_size, 1)
+
+    def logits(self, states):
+        A, K = states.shape[0], states.shape[1]
+        out = torch.zeros(A, K, 200)
+        for a, p in enumerate(self.anchors.tolist()):
+            for j in range(K):
+                pos = p + 1 + j
+                tok = int(self.tokens[pos]) if pos < len(self.tokens) else 0
+                out[a, j, tok if j in self.right else (tok + 1) % 200] = 1.0
+        return out
+
+    def to_target_ids(self, pred):
+        return pred
+
+
+def test_teacher_forced_acceptance_counts_the_bonus_token_and_stops_at_the_first_miss():
+    data = {"tokens": [torch.arange(100, 110)], "prompt_lens": [4], "features": [torch.zeros(10, 3)]}
+    # anchors p = 4..8 (the answer from p = 4, one label at least); K = 3; the sequence ends at 9
+    r = teacher_forced(_Oracle(right={0}), data, [0], K=3)
+    assert r["blocks"] == 5 and r["al"] == pytest.approx(2.0)  # 1 accepted + the bonus token, every block
+    assert r["accept_by_pos"] == pytest.approx([1.0, 0.0, 0.0])
+    r = teacher_forced(_Oracle(right={0, 1, 2}), data, [0], K=3)
+    # p = 4, 5, 6 accept 3; p = 7 has 2 tokens left, p = 8 one: AL = 1 + (3 + 3 + 3 + 2 + 1) / 5
+    assert r["al"] == pytest.approx(1 + 12 / 5)
+    assert r["accept_by_pos"] == pytest.approx([1.0, 4 / 5, 3 / 5])
+    r = teacher_forced(_Oracle(right={0, 2}), data, [0], K=3)  # a right third draft after a miss is not accepted
+    assert r["al"] == pytest.approx(2.0) and r["accept_by_pos"] == pytest.approx([1.0, 0.0, 0.0])
+    assert r["slot_acc"] == pytest.approx([1.0, 0.0, 1.0])  # ... though the slot itself was right
+
+
+def test_identity_value_path_and_full_width_kv_heads():
+    cfg, model, _ = build(TARGET, DFlashRecipe(value_init="identity"), 8, synthetic_data(), tensors(), 0)
+    assert cfg["num_key_value_heads"] == cfg["num_attention_heads"]
+    layer = model.layers[0]
+    assert torch.equal(layer.v_proj.weight, torch.eye(32)) and torch.equal(layer.o_proj.weight, torch.eye(32))
+    with pytest.raises(ValueError, match="kv_heads x head_dim"):
+        build(TARGET, DFlashRecipe(value_init="identity", kv_heads=2), 8, synthetic_data(), tensors(), 0)
+
+
+def _attention_on_previous(recipe, steps=25):
+    torch.manual_seed(0)
+    cfg, model, _ = build(TARGET, recipe, 8, synthetic_data(), tensors(), 0)
+    data = synthetic_data()
+    step = make_step_fn(model, data, recipe, 8, None)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for i in range(steps):
+        loss, *_ = step([0, 1, 2, 3], torch.Generator().manual_seed(i))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    x = torch.stack([t[:20] for t in data["tokens"][:4]])
+    f = torch.stack([t[:20].float() for t in data["features"][:4]])
+    with torch.no_grad():
+        _, (w_prev, _) = model(x, f, torch.full((4, 3), 10), block_size=8, guide=True)
+    return float(w_prev[:, : w_prev.shape[1] // 3, :, 1:].mean())
+
+
+def test_attention_guidance_pulls_heads_to_the_freshest_context_state():
+    base = DFlashRecipe(anchors_per_seq=8)
+    assert _attention_on_previous(replace(base, guide=1.0)) > 2 * _attention_on_previous(base)
+
+
+def test_the_recipe_and_learning_rate_are_part_of_the_drafter_identity(monkeypatch):
+    from orchestrator.drafters.train import dflash_train
+
+    s = TrainSettings(method="dflash")
+    assert s.lr == DEFAULT_LR["dflash"] and TrainSettings(method="eagle3").lr == DEFAULT_LR["eagle3"]
+    before = s.key()
+    monkeypatch.setattr(dflash_train, "RECIPE", replace(RECIPE, guide=0.0))
+    assert TrainSettings(method="dflash").key() != before  # a changed recipe never reuses an old drafter
+    assert TrainSettings(method="dflash").data_key() == s.data_key()  # ... but reuses the data
