@@ -74,7 +74,7 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
     assert "acceptance_collapse" in flags["e3-random"] and "acceptance_collapse" not in flags["e3-trained"], flags
     assert rows["e3-trained"]["acceptance_length"] > rows["e3-random"]["acceptance_length"] + 0.05
     # a random drafter matches the target's greedy token with probability ~1/49152 per slot: ~0 accepted.
-    # 60 steps of DFlash training accept some (AL ~1.02 here: it is flagged acceptance_collapse, rightly).
+    # 60 steps of DFlash training on 48 prompts accept some.
     df = st.measurements(rows["df-trained"]["trial_id"])[0]
     assert df["num_accepted_tokens"] >= 3, df["num_accepted_tokens"]
     assert "acceptance_collapse" in flags["df-random"]  # the random DFlash drafter accepts ~none

@@ -13,6 +13,13 @@ from typing import Callable
 TOPK = 16  # the target's next-token distribution kept per position (soft labels)
 
 
+def _quiet_transformers() -> None:
+    """No per-tensor "Loading weights" bar in the console or a job log: the stage's own progress says enough."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def compute_features(model_path: str, examples: list[dict], layers: list[int], out: Path, dtype: str = "bfloat16",
                      progress: Callable[[int, int], None] | None = None) -> dict:
     """Save {"features": [(L, len(layers) * hidden)], "tokens": [(L,)], "prompt_lens": [...],
@@ -22,6 +29,7 @@ def compute_features(model_path: str, examples: list[dict], layers: list[int], o
     import torch
     from transformers import AutoModelForCausalLM
 
+    _quiet_transformers()
     torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
     model.eval()
@@ -65,6 +73,7 @@ def target_tensors(model_path: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
+    _quiet_transformers()
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     return {"embed": model.get_input_embeddings().weight.detach().clone(),
             "final_norm": model.model.norm.weight.detach().clone()}
