@@ -91,7 +91,7 @@ def main() -> int:
         recipe, lr = VARIANTS[name]
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            _, model, _, run = fit(replace(s0, lr=lr), recipe, target_cfg, data, tensors, Path(tmp) / "ckpt.pt",
+            _, model, run = fit(replace(s0, lr=lr), recipe, target_cfg, data, tensors, Path(tmp) / "ckpt.pt",
                                    lambda *a: None, examples=train_idx)
             secs = time.perf_counter() - t0
         tail = run["history"][-20:]

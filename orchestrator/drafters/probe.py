@@ -4,8 +4,8 @@ forward pass, the drafter's query tokens and positions and the logits it drafted
     LLM(..., worker_extension_cls="orchestrator.drafters.probe.DraftProbe")
     llm.collective_rpc("probe_install"); llm.generate(...); records = llm.collective_rpc("probe_records")[0]
 
-Used to check that a trained drafter computes in vLLM what its trainer computed (tests, and
-benchmarks/dflash_ablation.py --agreement): the same blocks run through `dflash_model.DFlashDrafter` must give
+Used to check that a trained drafter computes in vLLM what its trainer computed (orchestrator/drafters/
+agreement.py and its test): the same blocks run through `dflash_model.DFlashDrafter` must give
 the same logits. Records hold plain lists and bytes: what crosses vLLM's RPC boundary intact.
 """
 

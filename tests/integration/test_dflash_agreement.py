@@ -40,7 +40,7 @@ def _tiny_drafter(folder, model_path: str) -> None:
             if name.endswith("proj.weight") or name == "fc.weight":
                 p.normal_(0, 0.08)
         model.mask_embedding.normal_(0, 0.1)
-    weights = export(model, cfg, None)
+    weights = export(model, cfg)
     mask = weights.pop("__mask_embedding_pt__")
     write_checkpoint(folder, cfg, dflash_weight_shapes(cfg), weights, extra_files={"mask_embedding.pt": mask})
 

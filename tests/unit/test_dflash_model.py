@@ -17,7 +17,7 @@ from .test_drafter_training import TARGET, synthetic_data, tensors
 
 
 def _model(recipe=DFlashRecipe(), block_size=8, seed=0):
-    cfg, model, t2d = build(TARGET, recipe, block_size, synthetic_data(), tensors(), seed)
+    cfg, model = build(TARGET, recipe, block_size, synthetic_data(), tensors(), seed)
     with torch.no_grad():  # weights large enough that every slot's output depends on what it attends to
         for name, p in model.named_parameters():
             if name.endswith("proj.weight"):
@@ -86,7 +86,7 @@ def test_teacher_forced_acceptance_counts_the_bonus_token_and_stops_at_the_first
 
 
 def test_identity_value_path_and_full_width_kv_heads():
-    cfg, model, _ = build(TARGET, DFlashRecipe(value_init="identity"), 8, synthetic_data(), tensors(), 0)
+    cfg, model = build(TARGET, DFlashRecipe(value_init="identity"), 8, synthetic_data(), tensors(), 0)
     assert cfg["num_key_value_heads"] == cfg["num_attention_heads"]
     layer = model.layers[0]
     assert torch.equal(layer.v_proj.weight, torch.eye(32)) and torch.equal(layer.o_proj.weight, torch.eye(32))
@@ -96,9 +96,9 @@ def test_identity_value_path_and_full_width_kv_heads():
 
 def _attention_on_previous(recipe, steps=25):
     torch.manual_seed(0)
-    cfg, model, _ = build(TARGET, recipe, 8, synthetic_data(), tensors(), 0)
+    cfg, model = build(TARGET, recipe, 8, synthetic_data(), tensors(), 0)
     data = synthetic_data()
-    step = make_step_fn(model, data, recipe, 8, None)
+    step = make_step_fn(model, data, recipe, 8)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for i in range(steps):
         loss, *_ = step([0, 1, 2, 3], torch.Generator().manual_seed(i))

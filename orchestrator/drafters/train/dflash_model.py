@@ -16,21 +16,12 @@ Inference in vLLM, which this mirrors:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .eagle3 import RMSNorm, rope
-
-
-@dataclass(frozen=True)
-class DFlashShape:
-    """What a trained DFlash drafter looks like (config.json fields derive from it)."""
-    layers: int = 1
-    kv_heads: int | None = None  # None: the target's (GQA); = heads: a full-width value path from the context
-    own_lm_head: bool = False  # a trained lm_head over the draft vocabulary (d2t) instead of the target's
 
 
 class DFlashLayer(nn.Module):
@@ -157,13 +148,17 @@ class DFlashDrafter(nn.Module):
     def to_target_ids(self, draft_pred: torch.Tensor) -> torch.Tensor:
         return self.draft_ids[draft_pred] if self.draft_ids is not None else draft_pred
 
-    def export_weights(self) -> dict[str, torch.Tensor]:
+    def vllm_parameters(self) -> dict[str, nn.Parameter]:
+        """The drafter's parameters under the names vLLM's loader expects (export and load both use it)."""
         m = {"fc.weight": self.fc.weight, "hidden_norm.weight": self.hidden_norm.weight, "norm.weight": self.norm.weight}
         for n, layer in enumerate(self.layers):
             m.update(layer.weights(f"layers.{n}"))
         if self.lm_head is not None:
             m["lm_head.weight"] = self.lm_head.weight
-        return {k: v.detach().float().contiguous() for k, v in m.items()}
+        return m
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().float().contiguous() for k, v in self.vllm_parameters().items()}
 
 
 def teacher_forced(model: DFlashDrafter, data: dict, indices: list[int], K: int, max_len: int = 384,
@@ -218,20 +213,13 @@ def load_dflash(folder, embed: torch.Tensor, final_norm: torch.Tensor) -> DFlash
     if "d2t" in weights:
         draft_ids = torch.arange(len(weights["d2t"])) + weights["d2t"]
     model = DFlashDrafter(cfg, embed, final_norm, draft_ids)
-    state = {k: v for k, v in weights.items() if k not in ("d2t", "t2d")}
-    own = {}
-    for n, layer in enumerate(model.layers):
-        own.update({k: v for k, v in layer.weights(f"layers.{n}").items()})
-    own.update({"fc.weight": model.fc.weight, "hidden_norm.weight": model.hidden_norm.weight,
-                "norm.weight": model.norm.weight})
-    if model.lm_head is not None:
-        own["lm_head.weight"] = model.lm_head.weight
-    missing = set(own) - set(state)
+    own = model.vllm_parameters()
+    missing = set(own) - set(weights)
     if missing:
         raise ValueError(f"{folder}: model.safetensors lacks {sorted(missing)}")
     with torch.no_grad():
         for k, p in own.items():
-            p.copy_(state[k])
+            p.copy_(weights[k])
         mask_file = folder / "mask_embedding.pt"
         if mask_file.is_file():
             m = torch.load(mask_file, weights_only=True)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from ..layout import dflash_config
 from .dflash_model import DFlashDrafter
-from .eagle3 import draft_vocabulary
+from .eagle3 import draft_index, draft_vocabulary
 from .loop import run_training, tail_means
 
 MAX_LEN = 384
@@ -75,12 +75,12 @@ def drafter_config(target_cfg: dict, recipe: DFlashRecipe, block_size: int, draf
 
 
 def build(target_cfg: dict, recipe: DFlashRecipe, block_size: int, data: dict, tensors: dict, seed: int):
-    """(config.json dict, the drafter, t2d mask or None) for this recipe."""
+    """(config.json dict, the drafter) for this recipe."""
     vocab = target_cfg["vocab_size"]
-    draft_ids = t2d = None
+    draft_ids = None
     if recipe.draft_vocab and recipe.draft_vocab < vocab:  # else the target's whole vocabulary and lm_head
         responses = [t[p:].tolist() for t, p in zip(data["tokens"], data["prompt_lens"])]
-        draft_ids, t2d = draft_vocabulary(responses, recipe.draft_vocab, vocab)
+        draft_ids, _ = draft_vocabulary(responses, recipe.draft_vocab, vocab)
     cfg = drafter_config(target_cfg, recipe, block_size, None if draft_ids is None else len(draft_ids))
     torch.manual_seed(seed)
     model = DFlashDrafter(cfg, tensors["embed"], tensors["final_norm"], draft_ids)
@@ -96,7 +96,7 @@ def build(target_cfg: dict, recipe: DFlashRecipe, block_size: int, data: dict, t
             layer.o_proj.weight.copy_(torch.eye(layer.o_proj.weight.shape[0]))
         if recipe.mask_init == "token":
             model.mask_embedding.copy_(tensors["embed"][cfg["dflash_config"]["mask_token_id"]])
-    return cfg, model, t2d
+    return cfg, model
 
 
 def _batch(data: dict, idx: list[int], recipe: DFlashRecipe, bs: int, gen: torch.Generator):
@@ -138,7 +138,8 @@ def _topk(data: dict, idx: list[int], L: int):
     return ids, probs
 
 
-def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int, t2d_index: torch.Tensor | None):
+def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int):
+    t2d_index = None if model.draft_ids is None else draft_index(model.draft_ids, model.embed.shape[0])
     slot = torch.arange(bs)
     if recipe.loss_decay is None:
         slot_weight = torch.ones(bs)
@@ -191,46 +192,41 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
 def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, checkpoint: Path, progress,
         examples: list[int] | None = None):
     """Train a drafter of this recipe for s.steps (resumable at `checkpoint`); `examples` restricts the
-    training set (the ablation holds some out). Returns (cfg, model, t2d, run)."""
+    training set (the ablation holds some out). Returns (cfg, model, run)."""
     torch.set_num_threads(os.cpu_count() or 1)
     bs = s.block_size
     if max(recipe.block_lens) > bs:
         raise ValueError(f"block lengths {recipe.block_lens} exceed the block size {bs}")
-    cfg, model, t2d = build(target_cfg, recipe, bs, data, tensors, s.seed)
-    t2d_index = None
-    if model.draft_ids is not None:
-        t2d_index = torch.full((target_cfg["vocab_size"],), -1, dtype=torch.long)
-        t2d_index[model.draft_ids] = torch.arange(len(model.draft_ids))
-    step_fn = make_step_fn(model, data, recipe, bs, t2d_index)
+    cfg, model = build(target_cfg, recipe, bs, data, tensors, s.seed)
+    step_fn = make_step_fn(model, data, recipe, bs)
     if examples is not None:
         inner = step_fn
         pool = torch.tensor(examples)
-        step_fn = lambda idx, g: inner(pool[torch.tensor(idx) % len(pool)].tolist(), g)  # noqa: E731
+        step_fn = lambda idx, g: inner(pool[idx].tolist(), g)  # noqa: E731
     run = run_training(s, model, checkpoint, len(data["tokens"]) if examples is None else len(examples),
                        step_fn, progress)
-    return cfg, model, t2d, run
+    return cfg, model, run
 
 
 def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, recipe: DFlashRecipe = RECIPE):
     recipe = replace(recipe, block_lens=tuple(b for b in recipe.block_lens if b <= s.block_size) or (s.block_size,))
-    cfg, model, t2d, run = fit(s, recipe, target_cfg, data, tensors, work / "train_state_dflash.pt", progress)
+    cfg, model, run = fit(s, recipe, target_cfg, data, tensors, work / "train_state_dflash.pt", progress)
     bs = s.block_size
     result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
               "resumed_from_step": run["resumed_from_step"],
               "final_losses": tail_means(run["history"], "losses", 1),
               "final_accuracy": tail_means(run["history"], "accuracy", bs - 1),
               "recipe": recipe.describe()}
-    return cfg, export(model, cfg, t2d), result
+    return cfg, export(model, cfg), result
 
 
-def export(model: DFlashDrafter, cfg: dict, t2d: torch.Tensor | None) -> dict:
+def export(model: DFlashDrafter, cfg: dict) -> dict:
     """The tensors vLLM loads (plus d2t / t2d with a draft vocabulary) and, under `__mask_embedding_pt__`, the
     bytes of mask_embedding.pt (the trained mask-slot embedding; run.py writes it beside the weights)."""
     weights = model.export_weights()
     if model.draft_ids is not None:
         weights["d2t"] = (model.draft_ids - torch.arange(len(model.draft_ids))).to(torch.long)
-        weights["t2d"] = t2d if t2d is not None else torch.zeros(cfg["vocab_size"], dtype=torch.bool).index_fill_(
-            0, model.draft_ids, True)
+        weights["t2d"] = torch.zeros(cfg["vocab_size"], dtype=torch.bool).index_fill_(0, model.draft_ids, True)
     buf = io.BytesIO()
     torch.save({"mask_token_id": cfg["dflash_config"]["mask_token_id"],
                 "embedding": model.mask_embedding.detach().float().clone()}, buf)

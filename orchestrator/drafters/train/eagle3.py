@@ -135,6 +135,13 @@ def draft_vocabulary(responses: list[list[int]], size: int, vocab_size: int) -> 
     return target_ids, t2d
 
 
+def draft_index(draft_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Target id -> draft id (-1 for tokens outside the draft vocabulary)."""
+    index = torch.full((vocab_size,), -1, dtype=torch.long)
+    index[draft_ids] = torch.arange(len(draft_ids))
+    return index
+
+
 def init_drafter(cfg: dict[str, Any], embed: torch.Tensor, final_norm: torch.Tensor, target_ids: torch.Tensor,
                  seed: int) -> Eagle3Drafter:
     torch.manual_seed(seed)

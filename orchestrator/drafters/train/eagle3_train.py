@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..layout import eagle3_config
-from .eagle3 import draft_vocabulary, init_drafter
+from .eagle3 import draft_index, draft_vocabulary, init_drafter
 from .loop import run_training, tail_means
 
 MAX_LEN = 384
@@ -71,8 +71,7 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
     responses = [t[p:].tolist() for t, p in zip(data["tokens"], data["prompt_lens"])]
     vocab = target_cfg["vocab_size"]
     target_ids, t2d = draft_vocabulary(responses, min(s.draft_vocab_size, vocab), vocab)
-    t2d_index = torch.full((vocab,), -1, dtype=torch.long)
-    t2d_index[target_ids] = torch.arange(len(target_ids))
+    t2d_index = draft_index(target_ids, vocab)
     cfg = eagle3_config(target_cfg, draft_vocab_size=len(target_ids))
     model = init_drafter(cfg, tensors["embed"], tensors["final_norm"], target_ids, s.seed)
     def step_fn(idx, g):
