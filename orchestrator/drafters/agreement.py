@@ -125,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
               "k": K, "dtype": args.dtype, "tokens": sum(len(s) for s in seqs)}
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
-    return 0 if n_calls else 1
+    if not n_calls:
+        print(f"no drafting pass of {args.drafter} could be matched to its answer: nothing was compared "
+              f"(is it a DFlash drafter with block size >= K + 1 = {K + 1}?)", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
