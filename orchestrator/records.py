@@ -27,6 +27,10 @@ METRIC_COLUMNS = (
     "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
     "acceptance_length", "acceptance_rate",
     "goodput_req_s", "slo_attainment",
+    # where the time goes (issue 15; metrics/decomposition.py defines each)
+    "decode_step_ms", "engine_step_ms", "tokens_per_engine_step", "drafter_ms_per_step", "verify_ms_per_step", "other_ms_per_step",
+    # per-request acceptance (vLLM's per_request_spec_decode_metrics): percentiles of request-level AL
+    "request_al_p10", "request_al_p50", "request_al_p90",
 )
 
 
@@ -42,6 +46,31 @@ class SamplingSettings:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RequestSpecStats:
+    """One request's speculative decoding as the engine verified it (vLLM's per-request spec-decode metrics at
+    the `detailed` level; the fake backend keeps the same). A verify step proposes `per_step_drafted[i]` draft
+    tokens and accepts `per_step_accepted[i]` of them, then adds one bonus token."""
+
+    accept_histogram: list[int]  # [j] = verify steps that accepted j drafts (length num_speculative_tokens + 1)
+    num_draft_tokens: int
+    per_step_accepted: list[int] = field(default_factory=list)  # in step order (empty at the `summary` level)
+    per_step_drafted: list[int] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return sum(self.accept_histogram)
+
+    @property
+    def accepted(self) -> int:
+        return sum(j * n for j, n in enumerate(self.accept_histogram))
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """Tokens per verify step, the bonus token counted (None: no verify step)."""
+        return 1.0 + self.accepted / self.steps if self.steps else None
+
+
 @dataclass
 class TokenChunk:
     """Tokens that arrived together in one streamed update (speculation can deliver several)."""
@@ -51,6 +80,7 @@ class TokenChunk:
     finished: bool = False
     finish_reason: str | None = None
     prompt_tokens: int | None = None  # prompt length as the engine tokenised it (first chunk)
+    spec: RequestSpecStats | None = None  # on the finishing chunk, when the engine reports per-request metrics
 
 
 @dataclass
@@ -69,6 +99,24 @@ class DraftCounters:
             self.num_accepted_tokens - other.num_accepted_tokens,
             [x - y for x, y in itertools.zip_longest(self.accepted_per_pos, other.accepted_per_pos, fillvalue=0)],
         )
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """Cumulative time inside the engine's model runner (engines/step_timing.py). Subtract two snapshots for a
+    window. `steps`: forward passes of the target (one per engine step); `total_s`: the runner's whole step
+    (input preparation, target forward, sampling and verification, drafting, bookkeeping); `verify_s`: the
+    target's forward pass; `drafter_s`: proposing the next drafts. `other` = total - verify - drafter."""
+
+    steps: int = 0
+    total_s: float = 0.0
+    verify_s: float = 0.0
+    drafter_s: float = 0.0
+    clock: str = "perf_counter"  # perf_counter (CPU: synchronous) | cuda_events (GPU)
+
+    def __sub__(self, other: "StepTiming") -> "StepTiming":
+        return StepTiming(self.steps - other.steps, self.total_s - other.total_s, self.verify_s - other.verify_s,
+                          self.drafter_s - other.drafter_s, self.clock)
 
 
 @dataclass(frozen=True)
@@ -147,6 +195,13 @@ class RequestOutput:
     e2e_ms: float | None = None
     output_text: str = ""
     output_token_ids: list[int] = field(default_factory=list)
+    # per-request speculative decoding (None: baseline, or the engine did not report it); see RequestSpecStats
+    spec_steps: int | None = None
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    spec_accept_histogram: list[int] | None = None
+    spec_step_accepted: str | None = None  # per-step arrays, run-length encoded (metrics.decomposition.encode_runs)
+    spec_step_drafted: str | None = None
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,6 +225,15 @@ class MetricValues:
     acceptance_rate: float | None = None
     goodput_req_s: float | None = None  # requests that met every measurement.slo threshold / window duration
     slo_attainment: float | None = None  # share of the window's requests (failed included) that met the SLO
+    decode_step_ms: float | None = None  # sum of requests' decode time / sum of their verify (or decode) steps
+    engine_step_ms: float | None = None  # the model runner's own step time (StepTiming): total / steps
+    tokens_per_engine_step: float | None = None  # output tokens of the window / its engine steps (batch x AL)
+    drafter_ms_per_step: float | None = None
+    verify_ms_per_step: float | None = None
+    other_ms_per_step: float | None = None
+    request_al_p10: float | None = None  # percentiles over requests of each request's own AL
+    request_al_p50: float | None = None
+    request_al_p90: float | None = None
     acceptance_per_pos: list[float] = field(default_factory=list)
 
     def metric(self, name: str) -> float | None:
@@ -199,6 +263,9 @@ class WindowMetrics(MetricValues):
     # waited for a free slot under max_concurrency is not lag)
     send_lag_ms_p99: float | None = None
     send_lag_ms_max: float | None = None
+    engine_steps: int | None = None  # model-runner steps in the window (StepTiming)
+    # acceptance by output position: [[verify steps, accepted drafts]] per POSITION_BUCKET tokens of the answer
+    position_acceptance: list[list[int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -220,6 +287,10 @@ class TrialSummary(MetricValues):
     failed_requests: int = 0
     output_tok_s_cv: float | None = None  # coefficient of variation of output_tok_s over windows
     trial_flags: str | None = None  # comma-separated sanity flags of the trial's own windows
+    al_by_position: list[float | None] = field(default_factory=list)  # AL per POSITION_BUCKET output tokens, pooled
+    # share of the throughput variance between repeats explained by acceptance and by step time (log scale)
+    tps_var_share_acceptance: float | None = None
+    tps_var_share_step_time: float | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> "TrialSummary":
@@ -254,6 +325,9 @@ class Comparison:
     speedup_ci_method: str | None = None
     tpot_ratio: float | None = None
     ttft_ratio: float | None = None
+    step_cost_ratio: float | None = None  # decode_step_ms / the baseline's
+    predicted_speedup: float | None = None  # acceptance_length / step_cost_ratio (the identity)
+    identity_residual: float | None = None  # speedup / predicted_speedup - 1
     greedy_match_rate: float | None = None  # temperature 0: outputs identical to the baseline's
     common_prefix_frac: float | None = None
     outputs_compared: int | None = None

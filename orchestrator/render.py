@@ -28,6 +28,10 @@ TABLE_COLUMNS = [
     ("ttft_ms_p50", "TTFT p50 ms", "{:.0f}"),
     ("tpot_ms_p50", "TPOT p50 ms", "{:.1f}"),
     ("acceptance_length", "AL", "{:.2f}"),
+    ("request_al_p50", "req AL p10/50/90", "request_al"),
+    ("step_cost_ratio", "step cost", "{:.2f}"),
+    ("identity_residual", "AL/cost resid", "{:+.0%}"),
+    ("verify_ms_per_step", "verify/draft/other ms", "step_split"),
     ("greedy_match_rate", "same out", "{:.2f}"),
     ("slo_attainment", "SLO met", "{:.0%}"),
     ("goodput_req_s", "goodput req/s", "{:.2f}"),
@@ -38,7 +42,8 @@ TABLE_COLUMNS = [
 
 
 # shown only when some row has a value (open-loop load points, measurement.slo)
-OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s")
+OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s", "request_al_p50", "step_cost_ratio",
+                    "identity_residual", "verify_ms_per_step")
 
 
 def table_columns(rows: list[dict]) -> list[tuple[str, str, str]]:
@@ -65,6 +70,13 @@ def format_cell(value: Any, fmt: str, row: dict | None = None) -> str:
         return _speedup(row or {})
     if value is None:
         return "-"
+    if fmt == "request_al":  # request-level AL: p10/p50/p90 over the requests of a window (median over windows)
+        r = row or {}
+        return "/".join("-" if r.get(f"request_al_p{q}") is None else f"{r[f'request_al_p{q}']:.2f}" for q in (10, 50, 90))
+    if fmt == "step_split":  # time per engine step inside the model runner: target forward / drafter / the rest
+        r = row or {}
+        return "/".join("-" if r.get(c) is None else f"{r[c]:.1f}"
+                        for c in ("verify_ms_per_step", "drafter_ms_per_step", "other_ms_per_step"))
     if fmt == "rate":
         return "inf" if math.isinf(value) else f"{value:g}"
     if fmt == "flag":  # booleans come back as 0/1 from SQLite views

@@ -2,7 +2,7 @@
 workload, sampling, load point and engine batch settings. `Baselines` makes sure that trial exists (adaptive
 samplers ask for it as they go; grids plan it up front) and compares whatever became comparable when a trial
 finished; `compare_with_baseline` computes and stores one comparison: speedup with its confidence interval,
-latency ratios, the lossless check and the pairing flags. It refuses (no speedup, flag
+latency ratios, the step-cost identity (metrics/decomposition.py), the lossless check and the pairing flags. It refuses (no speedup, flag
 `fingerprint_mismatch`) when the two ran in environments whose compared fingerprint fields differ."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..metrics.decomposition import identity
 from ..records import Comparison
 from ..spec.models import MeasurementSpec
 from ..store import Store
@@ -53,6 +54,8 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
                      speedup_ci_low=ci["low"], speedup_ci_high=ci["high"], speedup_ci_method=ci["method"],
                      tpot_ratio=_ratio(spec_row["tpot_ms_p50"], base_row["tpot_ms_p50"]),
                      ttft_ratio=_ratio(spec_row["ttft_ms_p50"], base_row["ttft_ms_p50"]))
+        speed.update(identity(spec_row["acceptance_length"], spec_row["decode_step_ms"], base_row["decode_step_ms"],
+                              speed["speedup"]))
     spec_out, base_out = store.request_outputs(trial_id, None), store.request_outputs(baseline_id, None)
     match = dist = None
     if temperature == 0:

@@ -17,6 +17,7 @@ from ..datasets import Prompt
 from ..environment import artifact_identity, collect_fingerprint, cpu_flags, engine_memory
 from ..load import run_closed_loop, run_open_loop, run_warmup
 from ..metrics import summarize_window
+from ..metrics.decomposition import spec_columns
 from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
 from .base import EngineConfig, EngineStartError
 from .dtype import resolve_dtype
@@ -113,15 +114,18 @@ class EngineActor:
         self.backend.begin_window()
         started_at = datetime.datetime.now(datetime.timezone.utc)
         before, cache_before = self.backend.draft_counters(), self.backend.cache_counters()
+        timing_before = await self.backend.step_timing()
         cpu_before = time.process_time()
         window = await self._load(req, prompts, tag)
         cpu_s = time.process_time() - cpu_before
         delta = self.backend.draft_counters() - before
+        timing_after = await self.backend.step_timing()
+        timing = timing_after - timing_before if timing_before is not None and timing_after is not None else None
         queries, hits = (a - b for a, b in zip(self.backend.cache_counters(), cache_before))
         t2 = time.perf_counter()
         memory = engine_memory()
         metrics = summarize_window(
-            window.records, window.duration, delta, slo=req.slo, started_at=started_at, warmup_failed_requests=warmup_failed,
+            window.records, window.duration, delta, slo=req.slo, timing=timing, started_at=started_at, warmup_failed_requests=warmup_failed,
             discarded_window=discard,
             # the load generator shares this process with the engine frontend: its CPU share bounds the client
             client_cpu_frac=cpu_s / window.duration if window.duration > 0 else None,
@@ -132,7 +136,8 @@ class EngineActor:
                           output_tokens=r.num_output_tokens, prompt_tokens=r.prompt_tokens,
                           ttft_ms=None if r.ttft is None else r.ttft * 1000,
                           e2e_ms=None if r.e2e is None else r.e2e * 1000,
-                          output_text=r.output_text, output_token_ids=list(r.output_token_ids))
+                          output_text=r.output_text, output_token_ids=list(r.output_token_ids),
+                          **spec_columns(r.spec))
             for r in window.records
         ]
         return WindowResult(metrics=metrics, outputs=outputs, warmup_s=t1 - t0, measure_s=t2 - t1)

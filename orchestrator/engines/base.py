@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ..records import DraftCounters, SamplingSettings, TokenChunk
+from ..records import DraftCounters, SamplingSettings, StepTiming, TokenChunk
 
 if TYPE_CHECKING:
     from ..datasets import Prompt
@@ -77,6 +77,11 @@ class EngineBackend(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """Backend-specific facts for the environment fingerprint (versions, device, attention backend)."""
+
+    async def step_timing(self) -> StepTiming | None:
+        """Cumulative time inside the engine's steps (target forward, drafting, the rest); None where the
+        backend cannot time its steps."""
+        return None
 
     def begin_window(self) -> None:
         """Called before each measurement window (the fake backend draws its injected noise here)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from ..spec.models import FakeEngineSpec
-from ..records import DraftCounters, SamplingSettings, TokenChunk
+from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
 from ..methods.schedule import k_at
 from .base import EngineBackend, EngineStartError
 
@@ -35,6 +35,15 @@ class _Running:
     rng: random.Random
     produced: int = 0
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    histogram: list[int] = field(default_factory=list)  # per-request spec stats, as vLLM's `detailed` level
+    step_accepted: list[int] = field(default_factory=list)
+    step_drafted: list[int] = field(default_factory=list)
+
+    def spec(self) -> RequestSpecStats | None:
+        if not self.histogram:
+            return None
+        return RequestSpecStats(list(self.histogram), sum(self.step_drafted), list(self.step_accepted),
+                                list(self.step_drafted))
 
 
 class FakeBackend(EngineBackend):
@@ -55,6 +64,7 @@ class FakeBackend(EngineBackend):
         # vLLM's num_speculative_tokens_per_batch_size: K by the step's batch size (capped at num_speculative_tokens)
         self.schedule = tuple(tuple(e) for e in spec.get("num_speculative_tokens_per_batch_size") or ())
         self.counters = DraftCounters(accepted_per_pos=[0] * self.k)
+        self.timing = StepTiming(clock="simulated")
         self._fail_start = knobs.fail_start or (
             f"simulated start failure of method {config.method_label!r} (fake: fail_start_methods)"
             if config.method_label in knobs.fail_start_methods else None)
@@ -95,20 +105,34 @@ class FakeBackend(EngineBackend):
             rng = random.Random(f"{self.noise_seed}/{self.config.config_hash}/{self._windows}")
             self.slowdown = math.exp(rng.gauss(0.0, self.noise))
 
-    def _tokens_this_step(self, rng: random.Random, k: int) -> int:
+    def _tokens_this_step(self, r: _Running, k: int) -> int:
         if k == 0:
             return 1
         accepted = 0
         for pos in range(k):
             p = self.acceptance[pos] if pos < len(self.acceptance) else 0.0
-            if rng.random() >= p:
+            if r.rng.random() >= p:
                 break
             self.counters.accepted_per_pos[pos] += 1
             accepted += 1
         self.counters.num_drafts += 1
         self.counters.num_draft_tokens += k
         self.counters.num_accepted_tokens += accepted
+        if not r.histogram:
+            r.histogram = [0] * (self.k + 1)
+        r.histogram[accepted] += 1
+        r.step_accepted.append(accepted)
+        r.step_drafted.append(k)
         return accepted + 1
+
+    def _time_step(self, batch: int, k: int) -> None:
+        """The simulated step split as the step_timing contract reports it: verifying 1 + K tokens per request is
+        the target's forward (the step's base cost plus its per-token cost), drafting K per request the rest."""
+        unit = self.slowdown * self.step_seconds
+        verify, drafter = unit * (1.0 + self.token_cost * batch), unit * self.token_cost * batch * k
+        t = self.timing
+        self.timing = StepTiming(t.steps + 1, t.total_s + verify + drafter, t.verify_s + verify, t.drafter_s + drafter,
+                                 t.clock)
 
     async def _step_loop(self) -> None:
         while True:
@@ -121,16 +145,19 @@ class FakeBackend(EngineBackend):
             batch = len(self._running)
             k = self.k_for(batch)
             await asyncio.sleep(self.step_duration(batch))
+            self._time_step(batch, k)
             if self.block_loop_s:  # a saturated frontend: nothing else on this event loop runs meanwhile
                 time.sleep(self.block_loop_s)
             still = []
             for r in self._running:
-                n = min(self._tokens_this_step(r.rng, k), len(r.tokens) - r.produced)
+                first = r.produced == 0  # the first token comes from prefill: no verify step
+                n = 1 if first else min(self._tokens_this_step(r, k), len(r.tokens) - r.produced)
                 chunk = r.tokens[r.produced : r.produced + n]
                 r.produced += n
                 done = r.produced >= len(r.tokens)
                 r.queue.put_nowait(TokenChunk(chunk, "".join(f" t{t}" for t in chunk), finished=done,
-                                              finish_reason="length" if done else None))
+                                              finish_reason="length" if done else None,
+                                              spec=r.spec() if done else None))
                 if not done:
                     still.append(r)
             self._running = still
@@ -164,6 +191,9 @@ class FakeBackend(EngineBackend):
         if self.counter_fault == "nan":  # accepted tokens without drafts: AL undefined
             return DraftCounters(0, 0, c.num_accepted_tokens + c.num_drafts, list(c.accepted_per_pos))
         return DraftCounters(c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, list(c.accepted_per_pos))
+
+    async def step_timing(self) -> StepTiming:
+        return self.timing
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "fake", "attention_backend": self.attention_backend,

@@ -13,8 +13,10 @@ import platform
 import random
 from typing import Any, AsyncIterator
 
-from ..records import DraftCounters, SamplingSettings, TokenChunk
+from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
 from .base import EngineBackend, EngineStartError
+
+STEP_TIMER = "orchestrator.engines.step_timing.StepTimer"
 
 SPEC_METRICS = {
     "vllm:spec_decode_num_drafts": "num_drafts",
@@ -40,6 +42,15 @@ def vllm_env(cpu_kvcache_space_gb: float, cache_root: str) -> dict[str, str]:
     }
 
 
+def spec_stats(m: Any) -> RequestSpecStats | None:
+    """vLLM's RequestSpecDecodeMetrics (set on a finished request's output) as a RequestSpecStats."""
+    if m is None:
+        return None
+    return RequestSpecStats(accept_histogram=[int(x) for x in m.histogram], num_draft_tokens=int(m.num_draft_tokens),
+                            per_step_accepted=[int(x) for x in m.per_step_accepted],
+                            per_step_drafted=[int(x) for x in m.per_step_drafted])
+
+
 class VllmBackend(EngineBackend):
     kind = "vllm"
 
@@ -51,6 +62,7 @@ class VllmBackend(EngineBackend):
         super().__init__(config)
         self.engine = None
         self.tokenizer = None
+        self.step_timing_error: str | None = "not installed"  # why the engine's steps are not timed (None: they are)
 
     def engine_kwargs(self) -> dict[str, Any]:
         c = self.config
@@ -65,7 +77,11 @@ class VllmBackend(EngineBackend):
         args = dict(c.engine_args)
         extra = args.pop("extra_args", {}) or {}
         kw.update({k: v for k, v in args.items() if v is not None})
-        kw.update(extra)
+        if c.speculative_config:
+            # per-request acceptance (histogram and per-step arrays) on every finished request
+            kw["per_request_spec_decode_metrics"] = "detailed"
+        kw["worker_extension_cls"] = STEP_TIMER  # engines/step_timing.py
+        kw.update(extra)  # the spec's engine.extra_args win (a user's own worker extension disables step timing)
         return kw
 
     async def start(self) -> None:
@@ -82,6 +98,30 @@ class VllmBackend(EngineBackend):
                 self.tokenizer = await self.tokenizer
         except Exception as e:
             raise EngineStartError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
+        await self._install_step_timer()
+
+    async def _install_step_timer(self) -> None:
+        """Step timing is a diagnostic: when it cannot be installed the engine still runs, and describe() and
+        the rows say it is missing."""
+        if self.engine_kwargs().get("worker_extension_cls") != STEP_TIMER:
+            self.step_timing_error = "engine.extra_args sets its own worker_extension_cls"
+            return
+        try:
+            ok = await self.engine.collective_rpc("specsweep_timing_install")
+            self.step_timing_error = None if all(ok) else "install returned false"
+        except Exception as e:
+            self.step_timing_error = f"{type(e).__name__}: {e}"
+
+    async def step_timing(self) -> StepTiming | None:
+        if self.step_timing_error is not None:
+            return None
+        try:
+            reads = await self.engine.collective_rpc("specsweep_timing_read")
+        except Exception as e:
+            self.step_timing_error = f"{type(e).__name__}: {e}"
+            return None
+        r = reads[0] if reads else None  # rank 0: one worker per engine in what specsweep runs
+        return None if r is None else StepTiming(int(r[0]), float(r[1]), float(r[2]), float(r[3]), str(r[4]))
 
     def render(self, prompt, sampling: SamplingSettings):
         """Chat prompt -> text with the target's chat template; `random` prompt -> token ids."""
@@ -115,7 +155,7 @@ class VllmBackend(EngineBackend):
             comp = out.outputs[0]
             n_prompt = len(out.prompt_token_ids) if out.prompt_token_ids is not None else None
             yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason,
-                             prompt_tokens=n_prompt)
+                             prompt_tokens=n_prompt, spec=spec_stats(getattr(comp, "spec_decode_metrics", None)))
 
     def draft_counters(self) -> DraftCounters:
         from vllm.v1.metrics.reader import Counter, Vector, get_metrics_snapshot
@@ -187,6 +227,7 @@ class VllmBackend(EngineBackend):
         except Exception as e:  # fingerprint facts are best effort; the row says what was missing
             info["describe_error"] = f"{type(e).__name__}: {e}"
         info["machine"] = platform.machine()
+        info["step_timing"] = "installed" if self.step_timing_error is None else f"unavailable: {self.step_timing_error}"
         return info
 
     async def stop(self) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..datasets import Prompt
-from ..records import SamplingSettings
+from ..records import RequestSpecStats, SamplingSettings
 
 if TYPE_CHECKING:
     from ..engines.base import EngineBackend
@@ -42,6 +42,11 @@ class RequestRecord:
     # open loop: when the request was due (its scheduled send time, or when a slot freed under
     # max_concurrency if later); None in closed loop
     due: float | None = None
+    spec: "RequestSpecStats | None" = None  # the engine's per-request speculative decoding (finishing chunk)
+
+    @property
+    def accepted_drafts(self) -> int:
+        return self.spec.accepted if self.spec is not None else 0
 
     @property
     def send_lag(self) -> float | None:
@@ -104,6 +109,8 @@ async def one_request(engine: "EngineBackend", request_id: str, prompt: Prompt, 
             rec.output_text += chunk.text
             if rec.prompt_tokens is None and chunk.prompt_tokens is not None:
                 rec.prompt_tokens = chunk.prompt_tokens
+            if chunk.spec is not None:
+                rec.spec = chunk.spec
             if chunk.finished:
                 rec.finish_reason = chunk.finish_reason
 

@@ -15,6 +15,7 @@ Definitions (also in README.md):
                    all requests of the window
   goodput_req_s    requests that met every measurement.slo threshold / window duration
   send_lag_ms      open loop: actual send time - due time per request (p99 and max over the window)
+Step time, its decomposition and per-request acceptance: metrics/decomposition.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..records import METRIC_COLUMNS, DraftCounters, SloThresholds, TrialSummary, WindowMetrics
+from ..records import METRIC_COLUMNS, DraftCounters, SloThresholds, StepTiming, TrialSummary, WindowMetrics
+from .decomposition import (al_by_position, decode_step_ms, position_acceptance, request_al_percentiles, timing_metrics,
+                            variance_shares)
 
 def percentile(values: Iterable[float], q: float) -> float | None:
     """Linear-interpolated percentile (numpy's default), None for no values."""
@@ -68,10 +71,11 @@ def send_lag_metrics(records: list) -> dict[str, float | None]:
 
 
 def summarize_window(records: list, duration_s: float, delta: DraftCounters, slo: SloThresholds | None = None,
-                     **context: Any) -> WindowMetrics:
+                     timing: StepTiming | None = None, **context: Any) -> WindowMetrics:
     """Metrics of one measurement window from per-request records (load.RequestRecord); `slo`: the sweep's
-    per-request SLO (goodput and attainment); `context`: the WindowMetrics fields about how the window was
-    taken (started_at, client_cpu_frac, memory...)."""
+    per-request SLO (goodput and attainment); `timing`: the engine's step timing over the window (None: not
+    timed); `context`: the WindowMetrics fields about how the window was taken (started_at, client_cpu_frac,
+    memory...)."""
     ok = [r for r in records if r.ok]
     out_tokens = sum(r.num_output_tokens for r in ok)
     itls = [g for r in ok for g in r.itls]
@@ -97,6 +101,10 @@ def summarize_window(records: list, duration_s: float, delta: DraftCounters, slo
     m.update(acceptance_metrics(delta))
     m.update(slo_metrics(records, duration_s, slo))
     m.update(send_lag_metrics(records))
+    m["decode_step_ms"] = decode_step_ms((r.e2e, r.ttft, r.num_output_tokens, r.accepted_drafts) for r in ok)
+    m.update(request_al_percentiles(r.spec for r in ok))
+    m["position_acceptance"] = position_acceptance(r.spec for r in ok)
+    m.update(timing_metrics(timing, out_tokens))
     return WindowMetrics(**m, **context)
 
 
@@ -115,4 +123,7 @@ def median_over_repeats(windows: list[WindowMetrics], **extra: Any) -> TrialSumm
         ]
     else:
         out["acceptance_per_pos"] = []
+    out["al_by_position"] = al_by_position(w.position_acceptance for w in windows)
+    out["tps_var_share_acceptance"], out["tps_var_share_step_time"] = variance_shares(
+        [w.output_tok_s for w in windows], [w.acceptance_length for w in windows], [w.decode_step_ms for w in windows])
     return TrialSummary(**out, repeats=len(windows), failed_requests=sum(w.failed_requests for w in windows), **extra)

@@ -176,6 +176,7 @@ class ReportData:
     crossover: list[dict] = field(default_factory=list)
     batch_varies: bool = False
     capacity: list[dict] = field(default_factory=list)  # capacity_results rows (search.sampler capacity)
+    requests: list[dict] = field(default_factory=list)  # request_acceptance rows (per-request AL)
 
 
 _ENV_SHOWN = ("cpu_model", "cpu_count", "cpu_isa", "gpu_model", "gpu_count", "gpu_driver", "cuda_version", "vllm_version",
@@ -257,4 +258,4 @@ def report_data(store: Store, sweep: str) -> ReportData:
         measurement=tuple(measurement))
     return ReportData(sweep=sweep, rows=rows, completed=completed, verdicts=verdicts(rows), context=context,
                       crossover=store.crossover(sweep), batch_varies=_batch_varies(completed),
-                      capacity=store.capacity_results(sweep))
+                      capacity=store.capacity_results(sweep), requests=store.request_acceptance(sweep))

@@ -9,6 +9,13 @@ plotly figure for report.html.
                           the crossover cell outlined
   acceptance_by_position  acceptance rate at each draft position (median over load points)
   acceptance_length       acceptance length per dataset and method configuration
+  time_per_token          where the time goes: target forward (verify), drafter and the rest of the engine step,
+                          per generated token, stacked, per method configuration and concurrency, the baseline
+                          beside (rows measured with the engine's step timing only)
+  request_al              histogram of per-request acceptance length per method configuration (the pooled AL
+                          weights long answers more; this shows the typical request)
+  al_by_output_position   acceptance length by position in the answer (16-token buckets, median over load
+                          points): does acceptance decay as answers grow?
   load (open loop only)   output tok/s and SLO attainment vs offered request rate, per method configuration
   capacity (capacity search only)  each configuration's highest request rate within the SLO, the bar's whisker
                           reaching the lowest failing rate (the capacity lies between), baseline first
@@ -95,6 +102,12 @@ def build_figures(data: ReportData, out: Path | None) -> list[Figure]:
     figs += [_speedup(data, groups, colours, plt, out), _pareto(data, groups, colours, plt, out)]
     figs += [_acceptance_by_position(data, groups, colours, plt, out),
              _acceptance_length(data, groups, colours, plt, out)]
+    if any(r.get("verify_ms_per_step") is not None for r in data.completed):
+        figs.append(_time_per_token(data, plt, out))
+    if data.requests:
+        figs.append(_request_al(data, groups, colours, plt, out))
+    if any(_json(r.get("al_by_position")) for r in data.completed):
+        figs.append(_al_by_output_position(data, groups, colours, plt, out))
     if any(r.get("request_rate") is not None for r in data.completed):
         figs.append(_load(data, groups, colours, plt, out))
     if data.capacity:
@@ -407,6 +420,109 @@ def _acceptance_length(data, groups, colours, plt, out) -> Figure:
     pfig.update_layout(title="Acceptance length per dataset (median over load points; counts the bonus token)",
                        barmode="group", yaxis={"title": "acceptance length", "rangemode": "tozero"})
     return Figure("acceptance_length", _save(fig, out, "acceptance_length.png"), _div(pfig))
+
+
+STEP_PARTS = (("verify_ms_per_step", "target forward (verify)", "#1f77b4"),
+              ("drafter_ms_per_step", "drafter", "#ff7f0e"), ("other_ms_per_step", "rest of the step", "#7f7f7f"))
+
+
+def time_per_token_bars(data: ReportData) -> list[tuple[str, dict[str, float]]]:
+    """(bar label, {part: ms per generated token}) per closed-loop row with step timing, by concurrency then
+    method configuration (the baseline first at each concurrency)."""
+    rows = [r for r in data.completed if r.get("request_rate") is None and r.get("verify_ms_per_step") is not None
+            and r.get("tokens_per_engine_step")]
+    rows.sort(key=lambda r: (r["concurrency"], r["dataset"], r["method"] != "baseline", config_label(r, data.batch_varies)))
+    datasets = {r["dataset"] for r in rows}
+    bars = []
+    for r in rows:
+        name = config_label(r, data.batch_varies) + ("" if len(datasets) < 2 else f" {r['dataset']}")
+        bars.append((f"c={r['concurrency']} {name}",
+                     {c: (r[c] or 0.0) / r["tokens_per_engine_step"] for c, _, _ in STEP_PARTS}))
+    return bars
+
+
+def _time_per_token(data, plt, out) -> Figure:
+    import plotly.graph_objects as go
+
+    bars = time_per_token_bars(data)
+    labels = [b[0] for b in bars]
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(bars) + 2), 4.8))
+    pfig = go.Figure()
+    bottom = [0.0] * len(bars)
+    for col, name, colour in STEP_PARTS:
+        vals = [b[1][col] for b in bars]
+        ax.bar(range(len(bars)), vals, bottom=bottom, label=name, color=colour)
+        pfig.add_trace(go.Bar(x=labels, y=vals, name=name, marker={"color": colour}))
+        bottom = [a + b for a, b in zip(bottom, vals)]
+    ax.set_xticks(range(len(bars)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("ms per generated token")
+    ax.set_title(f"{data.sweep}: where the time goes (engine step split per generated token)"
+                 f"{_second(_title_suffix(data))}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    pfig.update_layout(title="Where the time goes: target forward, drafter and the rest, per generated token",
+                       barmode="stack", yaxis={"title": "ms per generated token"}, xaxis={"tickangle": -60})
+    return Figure("time_per_token", _save(fig, out, "time_per_token.png"), _div(pfig))
+
+
+def _request_al(data, groups, colours, plt, out) -> Figure:
+    import plotly.graph_objects as go
+
+    by_trial = {r["trial_id"]: config_label(r, data.batch_varies) for r in data.completed}
+    values: dict[str, list[float]] = {}
+    for q in data.requests:
+        if q["request_al"] is not None and q["trial_id"] in by_trial:
+            values.setdefault(by_trial[q["trial_id"]], []).append(float(q["request_al"]))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    pfig = go.Figure()
+    top = max((max(v) for v in values.values()), default=2.0)
+    edges = [1.0 + 0.125 * i for i in range(int((top - 1.0) / 0.125) + 2)]
+    for name, vals in values.items():
+        ax.hist(vals, bins=edges, alpha=0.5, label=f"{name} (n={len(vals)})", color=colours.get(name))
+        pfig.add_trace(go.Histogram(x=vals, name=f"{name} (n={len(vals)})", opacity=0.6,
+                                    xbins={"start": 1.0, "end": edges[-1], "size": 0.125},
+                                    marker={"color": colours.get(name)}))
+    ax.set_xlabel("acceptance length of one request (1 + accepted / verify steps)")
+    ax.set_ylabel("requests")
+    ax.set_title(f"{data.sweep}: per-request acceptance length (every window and load point)"
+                 f"{_second(_title_suffix(data))}", fontsize=9)
+    if values:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    pfig.update_layout(title="Per-request acceptance length (every window and load point)", barmode="overlay",
+                       xaxis={"title": "acceptance length of one request"}, yaxis={"title": "requests"})
+    return Figure("request_al", _save(fig, out, "request_al.png"), _div(pfig))
+
+
+def _al_by_output_position(data, groups, colours, plt, out) -> Figure:
+    import plotly.graph_objects as go
+
+    from ..metrics.decomposition import POSITION_BUCKET
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    pfig = go.Figure()
+    for name, rs in groups.items():
+        per = [p for p in (_json(r.get("al_by_position")) for r in rs) if p]
+        if not per:
+            continue
+        n = max(len(p) for p in per)
+        med = []
+        for i in range(n):
+            v = [p[i] for p in per if i < len(p) and p[i] is not None]
+            med.append(_median(v) if v else None)
+        xs = [i * POSITION_BUCKET for i in range(n)]
+        ax.plot(xs, [float("nan") if m is None else m for m in med], marker="o", label=name, color=colours[name])
+        pfig.add_trace(go.Scatter(x=xs, y=med, mode="lines+markers", name=name, line={"color": colours[name]}))
+    ax.set_xlabel(f"position in the answer (output tokens; {POSITION_BUCKET}-token buckets, start shown)")
+    ax.set_ylabel("acceptance length")
+    ax.set_title(f"{data.sweep}: acceptance length by position in the answer (median over load points)"
+                 f"{_second(_title_suffix(data))}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    pfig.update_layout(title="Acceptance length by position in the answer (median over load points)",
+                       xaxis={"title": "output position (bucket start)"}, yaxis={"title": "acceptance length"})
+    return Figure("al_by_output_position", _save(fig, out, "al_by_output_position.png"), _div(pfig))
 
 
 def _second(suffix: str) -> str:

@@ -126,6 +126,8 @@ sweep_measurements = Table(
     Column("discarded_window", Boolean),  # a whole window was run and discarded first (engine just started)
     Column("send_lag_ms_p99", Float),  # open loop: how late requests were sent against their schedule (0007)
     Column("send_lag_ms_max", Float),
+    Column("engine_steps", Integer),  # model-runner steps in the window (engines/step_timing.py; 0009)
+    Column("position_acceptance", JSON),  # [[verify steps, accepted drafts]] per 16 output positions (0009)
     UniqueConstraint("trial_id", "repeat", name="uq_sweep_measurements_repeat"),
 )
 
@@ -139,6 +141,9 @@ sweep_trial_metrics = Table(
     Column("failed_requests", Integer, nullable=False),
     Column("output_tok_s_cv", Float),  # coefficient of variation of output_tok_s over repeats
     Column("trial_flags", Text),  # flags from the trial's own windows
+    Column("al_by_position", JSON),  # AL per 16 output positions, pooled over requests and windows (0009)
+    Column("tps_var_share_acceptance", Float),  # share of tok/s variance between repeats explained by AL (0009)
+    Column("tps_var_share_step_time", Float),  # ... and by decode step time
 )
 
 # A speculative trial against its paired baseline; one row per compared trial.
@@ -153,6 +158,9 @@ sweep_trial_comparisons = Table(
     Column("confidence", Float),
     Column("tpot_ratio", Float),  # median TPOT p50 / baseline's (< 1: faster per token)
     Column("ttft_ratio", Float),  # median TTFT p50 / baseline's
+    Column("step_cost_ratio", Float),  # decode_step_ms / baseline's (0009)
+    Column("predicted_speedup", Float),  # acceptance_length / step_cost_ratio (0009)
+    Column("identity_residual", Float),  # speedup / predicted_speedup - 1 (0009)
     Column("greedy_match_rate", Float),  # temperature 0: share of (repeat, prompt) outputs identical to the baseline
     Column("common_prefix_frac", Float),  # mean common-prefix length / longer output
     Column("outputs_compared", Integer),
@@ -176,6 +184,13 @@ sweep_request_outputs = Table(
     Column("e2e_ms", Float),
     Column("output_text", Text),
     Column("output_token_ids", JSON),
+    # per-request speculative decoding, from vLLM's per_request_spec_decode_metrics=detailed (0009; null: baseline)
+    Column("spec_steps", Integer),  # verify steps that had drafts
+    Column("spec_draft_tokens", Integer),
+    Column("spec_accepted_tokens", Integer),
+    Column("spec_accept_histogram", JSON),  # [j] = verify steps that accepted j drafts
+    Column("spec_step_accepted", Text),  # per verify step, run-length encoded: "3*40,2,0*3"
+    Column("spec_step_drafted", Text),
 )
 
 # search.sampler capacity: one row per configuration (method point x engine settings x dataset) and sweep (0007)
@@ -304,6 +319,12 @@ SELECT
   c.speedup_ci_high,
   c.tpot_ratio,
   c.ttft_ratio,
+  c.step_cost_ratio,
+  c.predicted_speedup,
+  c.identity_residual,
+  m.al_by_position,
+  m.tps_var_share_acceptance,
+  m.tps_var_share_step_time,
   c.greedy_match_rate,
   c.common_prefix_frac,
   t.flags,
@@ -399,6 +420,23 @@ JOIN sweeps s ON s.id = c.sweep_id
 LEFT JOIN sweep_capacity b ON b.sweep_id = c.sweep_id AND b.method = 'baseline' AND b.dataset = c.dataset
   AND COALESCE(b.max_num_seqs, -1) = COALESCE(c.max_num_seqs, -1)
   AND COALESCE(b.max_num_batched_tokens, -1) = COALESCE(c.max_num_batched_tokens, -1)
+""",
+    # One row per request of a speculative trial's windows: its own AL, verify steps and decode step time
+    # (per_request_spec_decode_metrics; the histogram of request AL per method is a GROUP BY over this).
+    "request_acceptance": """
+CREATE VIEW request_acceptance AS
+SELECT s.name AS sweep, t.method_label AS label, t.method, t.num_speculative_tokens, t.drafter, t.dataset,
+       t.concurrency, t.request_rate, t.max_num_seqs, ms.repeat, o.prompt_id, o.output_tokens, o.spec_steps,
+       o.spec_draft_tokens, o.spec_accepted_tokens,
+       1.0 + CAST(o.spec_accepted_tokens AS FLOAT) / NULLIF(o.spec_steps, 0) AS request_al,
+       o.e2e_ms - o.ttft_ms AS decode_ms,
+       (o.e2e_ms - o.ttft_ms) / NULLIF(o.output_tokens - 1 - o.spec_accepted_tokens, 0) AS decode_step_ms,
+       o.spec_accept_histogram, o.spec_step_accepted, o.spec_step_drafted, t.id AS trial_id, s.id AS sweep_id
+FROM sweep_request_outputs o
+JOIN sweep_measurements ms ON ms.id = o.measurement_id
+JOIN sweep_trials t ON t.id = ms.trial_id
+JOIN sweeps s ON s.id = t.sweep_id
+WHERE o.ok AND o.spec_steps IS NOT NULL
 """,
     # Every nightly verdict with its night and point: how a metric moved over time.
     "nightly_history": """

@@ -177,7 +177,9 @@ class Store:
                     environment_id=w.environment_id, client_cpu_frac=m.client_cpu_frac,
                     prefix_cache_hit_rate=m.prefix_cache_hit_rate, memory_mb=m.memory_mb, started_at=m.started_at,
                     warmup_failed_requests=m.warmup_failed_requests, discarded_window=m.discarded_window,
-                    send_lag_ms_p99=m.send_lag_ms_p99, send_lag_ms_max=m.send_lag_ms_max, created_at=now(), **{c: _finite(m.metric(c)) for c in METRIC_COLUMNS}))
+                    send_lag_ms_p99=m.send_lag_ms_p99, send_lag_ms_max=m.send_lag_ms_max,
+                    engine_steps=m.engine_steps, position_acceptance=m.position_acceptance or None,
+                    created_at=now(), **{c: _finite(m.metric(c)) for c in METRIC_COLUMNS}))
                 mid = int(res.inserted_primary_key[0])
                 if w.outputs:
                     conn.execute(insert(sweep_request_outputs), [dict(o.row(), measurement_id=mid) for o in w.outputs])
@@ -185,6 +187,8 @@ class Store:
             conn.execute(insert(sweep_trial_metrics).values(
                 trial_id=trial_id, acceptance_per_pos=s.acceptance_per_pos, repeats=s.repeats,
                 failed_requests=s.failed_requests, output_tok_s_cv=s.output_tok_s_cv, trial_flags=s.trial_flags,
+                al_by_position=s.al_by_position or None, tps_var_share_acceptance=_finite(s.tps_var_share_acceptance),
+                tps_var_share_step_time=_finite(s.tps_var_share_step_time),
                 **{c: _finite(s.metric(c)) for c in METRIC_COLUMNS}))
             conn.execute(update(sweep_trials).where(sweep_trials.c.id == trial_id).values(
                 state="COMPLETE", finished_at=now(), error=None, feasible=trial.feasible, warmup_s=trial.warmup_s,
@@ -372,6 +376,14 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(
                 text("SELECT * FROM trial_results WHERE sweep = :s ORDER BY trial"), {"s": sweep_name}).mappings()]
+
+    def request_acceptance(self, sweep_name: str) -> list[dict]:
+        """request_acceptance rows of a sweep: one per successful request of its speculative trials."""
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(text(
+                "SELECT trial_id, label, num_speculative_tokens, dataset, concurrency, request_al, decode_step_ms "
+                "FROM request_acceptance WHERE sweep = :s ORDER BY trial_id, repeat, prompt_id"),
+                {"s": sweep_name}).mappings()]
 
     def crossover(self, sweep_name: str) -> list[dict]:
         with self.engine.connect() as conn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import sqlalchemy as sa
@@ -55,6 +56,42 @@ def test_round_trip(store_url):
     assert [m["output_tok_s"] for m in st.measurements(ids[0])] == [5.0, 9.0]
     (o,) = st.request_outputs(ids[0])
     assert o["output_text"] == "héllo" and o["output_token_ids"] == [1, 2, 3]
+
+
+def test_per_request_acceptance_and_the_decomposition_round_trip(store_url):
+    """Issue 15: per-request spec columns, the window's position counts, the trial's AL by position and variance
+    shares, and the comparison's identity land in the store; request_acceptance computes each request's AL and
+    decode step time from the stored columns."""
+    from orchestrator.metrics.decomposition import decode_runs, encode_runs
+    from orchestrator.records import Comparison
+
+    st = Store(store_url)
+    sid = st.create_sweep("s-dec", "h" * 64, {"name": "s-dec"}, "spec.yaml")
+    (tid,) = st.add_trials(sid, [_trial_row()])
+    out = RequestOutput(prompt_id="p1", ok=True, output_tokens=11, ttft_ms=100.0, e2e_ms=460.0,
+                        output_token_ids=list(range(11)), spec_steps=4, spec_draft_tokens=12, spec_accepted_tokens=6,
+                        spec_accept_histogram=[1, 1, 1, 1], spec_step_accepted=encode_runs([3, 0, 1, 2]),
+                        spec_step_drafted=encode_runs([3, 3, 3, 3]))
+    w = _window(5.0, [out])
+    w = WindowResult(metrics=dataclasses.replace(w.metrics, engine_steps=40, position_acceptance=[[4, 6]]),
+                     outputs=w.outputs)
+    summary = dict({c: 2.0 for c in METRIC_COLUMNS}, acceptance_per_pos=[], repeats=1, failed_requests=0,
+                   al_by_position=[2.5, None], tps_var_share_acceptance=0.7, tps_var_share_step_time=0.3)
+    st.complete_trial(tid, _completed([w], summary))
+    st.save_comparison(tid, Comparison(baseline_trial_id=tid, confidence=0.95, speedup=1.2, step_cost_ratio=1.5,
+                                       predicted_speedup=4 / 3, identity_residual=-0.1))
+    (r,) = st.trial_results("s-dec")
+    assert r["decode_step_ms"] == 2.0 and r["verify_ms_per_step"] == 2.0 and r["request_al_p90"] == 2.0
+    as_json = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731  (views: text on SQLite)
+    assert as_json(r["al_by_position"]) == [2.5, None] and r["tps_var_share_acceptance"] == 0.7
+    assert (r["step_cost_ratio"], r["identity_residual"]) == (1.5, -0.1)
+    (m,) = st.measurements(tid)
+    assert m["engine_steps"] == 40 and m["position_acceptance"] == [[4, 6]]
+    with st.engine.connect() as c:
+        (q,) = c.execute(sa.text("SELECT * FROM request_acceptance WHERE sweep = 's-dec'")).mappings().all()
+    assert q["request_al"] == pytest.approx(2.5) and as_json(q["spec_accept_histogram"]) == [1, 1, 1, 1]
+    assert q["decode_step_ms"] == pytest.approx(360.0 / (11 - 1 - 6))  # decode time over its decode steps
+    assert decode_runs(q["spec_step_accepted"]) == [3, 0, 1, 2]
 
 
 def test_trial_results_has_documented_columns(store_url):
