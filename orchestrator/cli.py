@@ -228,6 +228,7 @@ def recommend(
 
     from .paths import specsweep_home
 
+    codes = []
     for rec in recs:
         if rec.speculative_config is None:
             console.print(f"{rec.label} on {rec.dataset}: nothing to verify (no speculation recommended)")
@@ -237,8 +238,14 @@ def recommend(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(verify_spec(sweep_row["spec"], rec, name), sort_keys=False))
         console.print(f"verifying: specsweep run {path} --store {st.display_url}")
-        run(spec=str(path), store=store, ray_address=None, retry_failed=False, new_name=None, break_lease=False,
-            verbose=False)
+        try:  # `run` always ends in typer.Exit: every recommendation is verified, the first failure's code returned
+            run(spec=str(path), store=store, ray_address=None, retry_failed=False, new_name=None, break_lease=False,
+                verbose=False)
+        except typer.Exit as e:
+            codes.append(e.exit_code)
+            if e.exit_code == EXIT_INTERRUPTED:
+                break
+    raise typer.Exit(next((c for c in codes if c != EXIT_OK), EXIT_OK))
 
 
 @app.command()

@@ -137,3 +137,30 @@ def test_recommend_and_verify_on_the_fake_backend(ray_session, write_spec, sqlit
         if r["label"] == "ngram-schedule" and r["concurrency"] == 1 and k_at(sched, 1) > 0:
             (m, *_) = st.measurements(r["trial_id"])
             assert m["num_draft_tokens"] == k_at(sched, 1) * m["num_drafts"]
+
+
+def test_verify_runs_every_recommended_label(ray_session, write_spec, sqlite_url):
+    """`recommend --verify` over a sweep of two speculative labels verifies both (the follow-up `run` ends in an
+    exit; it used to end the loop after the first label)."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from orchestrator.controller.runner import run_sweep
+    from orchestrator.spec import load_spec
+    from orchestrator.store import Store
+
+    st = Store(sqlite_url)
+    grid = GRID.replace("name: rec\n", "name: rec2\n").replace(
+        "  ngram: {num_speculative_tokens: [1, 4]}\n",
+        "  ngram: {num_speculative_tokens: [1, 4]}\n  lookup2: {method: ngram, num_speculative_tokens: [1, 4], "
+        "prompt_lookup_max: 2}\n")
+    run_sweep(load_spec(write_spec(grid)), st)
+    res = CliRunner().invoke(app, ["recommend", "rec2", "--store", sqlite_url, "--verify"])
+    assert res.exit_code == 0, res.output
+    recs = st.recommendations(st.get_sweep("rec2")["id"])
+    assert sorted(r["method_label"] for r in recs) == ["lookup2", "ngram"]
+    assert all(r["speculative_config"] for r in recs), recs  # both have something to verify
+    for label in ("ngram", "lookup2"):
+        verify = st.trial_results(f"rec2-verify-{label}-smoke")
+        assert {r["label"] for r in verify} == {"baseline", f"{label}-fixed", f"{label}-schedule"}, label
+        assert all(r["state"] == "COMPLETE" for r in verify)
