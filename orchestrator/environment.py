@@ -33,6 +33,26 @@ def _version(*dists: str) -> str | None:
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
 
 
+# Instruction-set caps a user can set for PyTorch (ATen's vectorised kernels) and oneDNN (its matmuls): below
+# these levels the CPU's native bfloat16 instructions are not used, whatever /proc/cpuinfo says
+_ATEN_BELOW_BF16 = ("default", "avx2")
+_ONEDNN_BF16_LEVELS = ("avx512_core_bf16", "avx10_1_512", "avx512_core_amx", "avx512_core_amx_fp16",
+                       "avx10_1_512_amx", "avx10_1_512_amx_fp16", "avx10_2_512", "avx10_2_512_amx_2", "all", "default")
+
+
+def isa_cap(environ: dict[str, str] | None = None) -> str | None:
+    """The setting that keeps this process off native bfloat16 (e.g. "ONEDNN_MAX_CPU_ISA=AVX2"), or None."""
+    env = os.environ if environ is None else environ
+    aten = env.get("ATEN_CPU_CAPABILITY", "").strip()
+    if aten.lower() in _ATEN_BELOW_BF16:
+        return f"ATEN_CPU_CAPABILITY={aten}"
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        isa = env.get(name, "").strip()
+        if isa and isa.lower() not in _ONEDNN_BF16_LEVELS:
+            return f"{name}={isa}"
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def _cpuinfo() -> str:
     """/proc/cpuinfo, read once per process (the CPU does not change under it; the trainer asks every step)."""
@@ -51,9 +71,12 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     return set()
 
 
-def cpu_isa(flags: set[str]) -> str:
-    """The flags of ISA_FLAGS this CPU has, space-separated (recorded with every row)."""
-    return " ".join(f for f in ISA_FLAGS if f in flags) or "none of " + "/".join(ISA_FLAGS)
+def cpu_isa(flags: set[str], cap: str | None = None) -> str:
+    """The flags of ISA_FLAGS this CPU has, space-separated, and the cap this process runs under, if any
+    ("... cap ONEDNN_MAX_CPU_ISA=AVX2"): recorded with every row, so capped rows are not compared with
+    uncapped ones."""
+    isa = " ".join(f for f in ISA_FLAGS if f in flags) or "none of " + "/".join(ISA_FLAGS)
+    return f"{isa} cap {cap}" if cap else isa
 
 
 def process_priority() -> dict[str, Any]:
@@ -127,7 +150,7 @@ def collect_fingerprint(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpu_isa": cpu_isa(cpu_flags()),
+        "cpu_isa": cpu_isa(cpu_flags(), isa_cap()),
         **_gpus(),
         "cuda_version": None,
         "python_version": platform.python_version(),

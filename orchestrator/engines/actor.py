@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..datasets import Prompt
-from ..environment import artifact_identity, collect_fingerprint, cpu_flags, engine_memory
+from ..environment import artifact_identity, collect_fingerprint, cpu_flags, engine_memory, isa_cap
 from ..load import run_closed_loop, run_open_loop, run_warmup
 from ..metrics import summarize_window
 from ..metrics.decomposition import spec_columns
@@ -40,7 +40,7 @@ class EngineActor:
     def __init__(self, config: EngineConfig, prompts: dict[str, list[Prompt]], sampling: SamplingSettings):
         # The workload is fixed for the sweep: sent once here, not with every measurement call.
         # dtype `auto` is resolved here, on the machine that runs the engine (engines/dtype.py)
-        self.dtype = resolve_dtype(config.dtype, on_gpu=_on_gpu(config.backend), flags=cpu_flags())
+        self.dtype = resolve_dtype(config.dtype, on_gpu=_on_gpu(config.backend), flags=cpu_flags(), cap=isa_cap())
         self.config = dataclasses.replace(config, dtype=self.dtype.dtype)
         # third-party output of this process and its children goes to a log file (engines/engine_log.py)
         self.log_path = redirect_to_file(config.method_label, config.config_hash)

@@ -22,17 +22,23 @@ class DtypeChoice:
     reason: str
 
 
-def resolve_dtype(requested: str, on_gpu: bool, flags: set[str]) -> DtypeChoice:
+def resolve_dtype(requested: str, on_gpu: bool, flags: set[str], cap: str | None = None) -> DtypeChoice:
+    """`cap`: an instruction-set cap the process runs under (environment.isa_cap, e.g. ONEDNN_MAX_CPU_ISA=AVX2):
+    the CPU's native bf16 is then not used, and bfloat16 is emulated as on a CPU without it."""
     native = [f for f in NATIVE_BF16 if f in flags]
     if on_gpu:
         why = "auto: passed to vLLM (GPU; the checkpoint's dtype)" if requested == "auto" else "as the spec says"
         return DtypeChoice(requested, requested, why)
+    if native and cap:
+        lacks = f"this CPU has native bfloat16 ({', '.join(native)}) but {cap} keeps PyTorch/oneDNN off it"
+        native = []
+    else:
+        lacks = "this CPU has no native bfloat16 (no AVX512-BF16 or AMX)"
     if requested == "auto":
         if native:
             return DtypeChoice("bfloat16", requested, f"auto: this CPU computes bfloat16 natively ({', '.join(native)})")
-        return DtypeChoice("float32", requested, "auto: this CPU has no native bfloat16 (no AVX512-BF16 or AMX); "
-                                                 "emulated bfloat16 would be 2-4x slower than float32")
+        return DtypeChoice("float32", requested, f"auto: {lacks}; emulated bfloat16 would be 2-4x slower than float32")
     if requested == "bfloat16" and not native:
-        return DtypeChoice(requested, requested, "as the spec says; this CPU has no native bfloat16 (no AVX512-BF16 "
-                                                 "or AMX): emulated, 2-4x slower than float32 (dtype: auto avoids it)")
+        return DtypeChoice(requested, requested, f"as the spec says; {lacks}: emulated, 2-4x slower than float32 "
+                                                 "(dtype: auto avoids it)")
     return DtypeChoice(requested, requested, "as the spec says")

@@ -73,3 +73,48 @@ def test_drafter_training_data_dtype_follows_the_cpu(monkeypatch):
     assert run.TrainSettings(dtype="float32").autocast is False
     with pytest.raises(run.TrainError, match="allowed auto, bfloat16, float32"):
         run.TrainSettings(dtype="float16")
+
+
+@pytest.mark.parametrize("env,cap", [
+    ({}, None),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "ONEDNN_MAX_CPU_ISA=AVX2"),
+    ({"DNNL_MAX_CPU_ISA": "avx512_core"}, "DNNL_MAX_CPU_ISA=avx512_core"),  # AVX-512 without BF16
+    ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, None),  # bf16 still allowed
+    ({"ONEDNN_MAX_CPU_ISA": "ALL"}, None),
+    ({"ATEN_CPU_CAPABILITY": "avx2"}, "ATEN_CPU_CAPABILITY=avx2"),
+    ({"ATEN_CPU_CAPABILITY": "avx512"}, None),
+])
+def test_an_isa_cap_is_read_from_the_environment(env, cap):
+    from orchestrator.environment import isa_cap
+
+    assert isa_cap(env) == cap
+
+
+def test_auto_under_an_isa_cap_is_float32_and_the_rows_say_why():
+    """A CPU with AVX512-BF16 run under ONEDNN_MAX_CPU_ISA=AVX2 (how this project measures the AVX2-only path on
+    such a machine) emulates bf16 like an AVX2-only CPU: auto picks float32, an explicit bf16 is kept and said to
+    be emulated, and cpu_isa records the cap (a compared field: capped rows are not compared with uncapped)."""
+    flags = {"avx2", "avx512f", "avx512_bf16"}
+    c = resolve_dtype("auto", on_gpu=False, flags=flags, cap="ONEDNN_MAX_CPU_ISA=AVX2")
+    assert c.dtype == "float32" and "ONEDNN_MAX_CPU_ISA=AVX2" in c.reason and "native bfloat16 (avx512_bf16)" in c.reason
+    c = resolve_dtype("bfloat16", on_gpu=False, flags=flags, cap="ONEDNN_MAX_CPU_ISA=AVX2")
+    assert c.dtype == "bfloat16" and "emulated" in c.reason
+    assert resolve_dtype("auto", on_gpu=False, flags={"avx2"}, cap="ATEN_CPU_CAPABILITY=avx2").dtype == "float32"
+    assert cpu_isa(flags, "ONEDNN_MAX_CPU_ISA=AVX2") == "avx2 avx512f avx512_bf16 cap ONEDNN_MAX_CPU_ISA=AVX2"
+    assert cpu_isa(flags, None) == "avx2 avx512f avx512_bf16"
+
+
+def test_the_engine_and_its_fingerprint_follow_the_cap(monkeypatch):
+    """Through the real actor class (fake backend, no Ray): the cap in the process environment decides."""
+    from orchestrator.engines import actor as actor_mod
+    from orchestrator.engines.base import EngineConfig
+    from orchestrator.records import SamplingSettings
+
+    monkeypatch.setattr(actor_mod, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    cfg = EngineConfig(backend="fake", model="fake-model", model_path="fake-model", revision=None, dtype="auto",
+                       max_model_len=2048, method_label="baseline", method="baseline", speculative_config=None)
+    a = actor_mod.EngineActor(cfg, {}, SamplingSettings(max_tokens=8))
+    fp = asyncio.run(a.start()).fingerprint
+    assert fp["dtype"] == "float32" and "ONEDNN_MAX_CPU_ISA=AVX2" in fp["dtype_reason"]
+    assert fp["cpu_isa"].endswith("cap ONEDNN_MAX_CPU_ISA=AVX2")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...engines.dtype import DtypeChoice, resolve_dtype
-from ...environment import cpu_flags
+from ...environment import cpu_flags, isa_cap
 from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
@@ -62,7 +62,7 @@ class TrainSettings:
 
     def resolved_dtype(self) -> DtypeChoice:
         """`auto` resolved for this machine's CPU (engines/dtype.py): the data's dtype is part of its identity."""
-        return resolve_dtype(self.dtype, on_gpu=False, flags=cpu_flags())
+        return resolve_dtype(self.dtype, on_gpu=False, flags=cpu_flags(), cap=isa_cap())
 
     @property
     def autocast(self) -> bool:
