@@ -28,7 +28,7 @@ METRIC_COLUMNS = (
     "acceptance_length", "acceptance_rate",
     "goodput_req_s", "slo_attainment",
     # where the time goes (issue 15; metrics/decomposition.py defines each)
-    "decode_step_ms", "engine_step_ms", "tokens_per_engine_step", "drafter_ms_per_step", "verify_ms_per_step", "other_ms_per_step",
+    "decode_step_ms", "decode_tokens_per_step", "engine_step_ms", "tokens_per_engine_step", "drafter_ms_per_step", "verify_ms_per_step", "other_ms_per_step",
     # per-request acceptance (vLLM's per_request_spec_decode_metrics): percentiles of request-level AL
     "request_al_p10", "request_al_p50", "request_al_p90",
 )
@@ -226,6 +226,7 @@ class MetricValues:
     goodput_req_s: float | None = None  # requests that met every measurement.slo threshold / window duration
     slo_attainment: float | None = None  # share of the window's requests (failed included) that met the SLO
     decode_step_ms: float | None = None  # sum of requests' decode time / sum of their verify (or decode) steps
+    decode_tokens_per_step: float | None = None  # sum of (output tokens - 1) / sum of decode steps (1.0: baseline)
     engine_step_ms: float | None = None  # the model runner's own step time (StepTiming): total / steps
     tokens_per_engine_step: float | None = None  # output tokens of the window / its engine steps (batch x AL)
     drafter_ms_per_step: float | None = None
@@ -326,7 +327,7 @@ class Comparison:
     tpot_ratio: float | None = None
     ttft_ratio: float | None = None
     step_cost_ratio: float | None = None  # decode_step_ms / the baseline's
-    predicted_speedup: float | None = None  # acceptance_length / step_cost_ratio (the identity)
+    predicted_speedup: float | None = None  # decode_tokens_per_step / step_cost_ratio (the identity)
     identity_residual: float | None = None  # speedup / predicted_speedup - 1
     greedy_match_rate: float | None = None  # temperature 0: outputs identical to the baseline's
     common_prefix_frac: float | None = None

@@ -29,8 +29,9 @@ TABLE_COLUMNS = [
     ("tpot_ms_p50", "TPOT p50 ms", "{:.1f}"),
     ("acceptance_length", "AL", "{:.2f}"),
     ("request_al_p50", "req AL p10/50/90", "request_al"),
+    ("decode_tokens_per_step", "tok/step", "{:.2f}"),
     ("step_cost_ratio", "step cost", "{:.2f}"),
-    ("identity_residual", "AL/cost resid", "{:+.0%}"),
+    ("identity_residual", "identity resid", "{:+.0%}"),
     ("verify_ms_per_step", "verify/draft/other ms", "step_split"),
     ("greedy_match_rate", "same out", "{:.2f}"),
     ("slo_attainment", "SLO met", "{:.0%}"),
@@ -42,7 +43,8 @@ TABLE_COLUMNS = [
 
 
 # shown only when some row has a value (open-loop load points, measurement.slo)
-OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s", "request_al_p50", "step_cost_ratio",
+OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s", "request_al_p50", "decode_tokens_per_step",
+                    "step_cost_ratio",
                     "identity_residual", "verify_ms_per_step")
 
 

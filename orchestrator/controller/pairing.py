@@ -54,7 +54,7 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
                      speedup_ci_low=ci["low"], speedup_ci_high=ci["high"], speedup_ci_method=ci["method"],
                      tpot_ratio=_ratio(spec_row["tpot_ms_p50"], base_row["tpot_ms_p50"]),
                      ttft_ratio=_ratio(spec_row["ttft_ms_p50"], base_row["ttft_ms_p50"]))
-        speed.update(identity(spec_row["acceptance_length"], spec_row["decode_step_ms"], base_row["decode_step_ms"],
+        speed.update(identity(spec_row["decode_tokens_per_step"], spec_row["decode_step_ms"], base_row["decode_step_ms"],
                               speed["speedup"]))
     spec_out, base_out = store.request_outputs(trial_id, None), store.request_outputs(baseline_id, None)
     match = dist = None

@@ -6,6 +6,10 @@ Definitions (also in README.md, "Why a method wins or loses"):
                               nothing included; a baseline request has output tokens - 1 steps)
   decode_step_ms              sum over a window's successful requests of (e2e - ttft) / sum of their decode
                               steps: the time between two steps of one request at that load
+  decode_tokens_per_step      sum of (output tokens - 1) / sum of decode steps: tokens a request gains per
+                              engine step, every step counted. acceptance_length (vLLM's counters) counts only
+                              the steps that had drafts; ngram proposes nothing when no n-gram matches, so its
+                              AL overstates what a step yields. 1.0 for a baseline
   engine_step_ms              the model runner's own step time, measured inside the engine (engines/
                               step_timing.py): total runner time / target forward passes
   verify_ms_per_step          the target's forward pass (the verification of K drafts + 1), per step
@@ -17,12 +21,14 @@ Definitions (also in README.md, "Why a method wins or loses"):
   request AL                  1 + accepted / verify steps of one request (vLLM's per-request
                               mean_acceptance_length); request_al_p10/p50/p90 are percentiles over requests
   step_cost_ratio             decode_step_ms / the paired baseline's decode_step_ms
-  predicted_speedup           acceptance_length / step_cost_ratio: tokens per step over the cost of a step
+  predicted_speedup           decode_tokens_per_step / step_cost_ratio: tokens per step over the cost of a
+                              step (the baseline gains 1 token per step)
   identity_residual           measured speedup / predicted_speedup - 1 (what the identity leaves out: prefill
                               and time to first token, steps without drafts, a batch that is not full)
   al_by_position[b]           AL of the verify steps whose first token is at output positions
                               [b * POSITION_BUCKET, (b + 1) * POSITION_BUCKET), pooled over requests and windows
-  tps_var_share_acceptance    cov(log tok/s, log AL) / var(log tok/s) over the trial's windows
+  tps_var_share_acceptance    cov(log tok/s, log decode_tokens_per_step) / var(log tok/s) over the trial's
+                              windows
   tps_var_share_step_time     cov(log tok/s, -log decode_step_ms) / var(log tok/s); the two add up to about
                               1 when tok/s ~ AL / step time holds between repeats
 """
@@ -79,15 +85,17 @@ def decode_steps(output_tokens: int, accepted: int) -> int:
     return max(0, output_tokens - 1 - accepted)
 
 
-def decode_step_ms(requests: Iterable[tuple[float, float, int, int]]) -> float | None:
-    """(e2e_s, ttft_s, output_tokens, accepted drafts) per successful request -> pooled step time in ms."""
-    time_s = steps = 0.0
+def decode_timeline(requests: Iterable[tuple[float, float, int, int]]) -> tuple[float | None, float | None]:
+    """(e2e_s, ttft_s, output_tokens, accepted drafts) per successful request -> (decode_step_ms,
+    decode_tokens_per_step), each pooled over the requests (None: no request took a decode step)."""
+    time_s = steps = tokens = 0.0
     for e2e, ttft, out, accepted in requests:
         n = decode_steps(out, accepted)
         if n > 0 and e2e is not None and ttft is not None:
             time_s += e2e - ttft
             steps += n
-    return 1000.0 * time_s / steps if steps else None
+            tokens += out - 1
+    return (1000.0 * time_s / steps, tokens / steps) if steps else (None, None)
 
 
 def request_al_percentiles(stats: Iterable[RequestSpecStats | None]) -> dict[str, float | None]:
@@ -163,10 +171,11 @@ def variance_shares(tok_s: Sequence[float | None], al: Sequence[float | None],
     return cov(la) / var, cov(ls) / var
 
 
-def identity(acceptance_length: float | None, step_ms: float | None, baseline_step_ms: float | None,
+def identity(tokens_per_step: float | None, step_ms: float | None, baseline_step_ms: float | None,
              speedup: float | None) -> dict[str, float | None]:
-    """step_cost_ratio, predicted_speedup (AL / ratio) and the measured speedup's residual against it."""
+    """step_cost_ratio, predicted_speedup (decode tokens per step / ratio) and the measured speedup's residual
+    against it."""
     ratio = step_ms / baseline_step_ms if step_ms and baseline_step_ms else None
-    predicted = acceptance_length / ratio if ratio and acceptance_length else None
+    predicted = tokens_per_step / ratio if ratio and tokens_per_step else None
     residual = speedup / predicted - 1.0 if predicted and speedup is not None else None
     return {"step_cost_ratio": ratio, "predicted_speedup": predicted, "identity_residual": residual}

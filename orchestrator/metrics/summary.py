@@ -27,7 +27,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..records import METRIC_COLUMNS, DraftCounters, SloThresholds, StepTiming, TrialSummary, WindowMetrics
-from .decomposition import (al_by_position, decode_step_ms, position_acceptance, request_al_percentiles, timing_metrics,
+from .decomposition import (al_by_position, decode_timeline, position_acceptance, request_al_percentiles, timing_metrics,
                             variance_shares)
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -101,7 +101,8 @@ def summarize_window(records: list, duration_s: float, delta: DraftCounters, slo
     m.update(acceptance_metrics(delta))
     m.update(slo_metrics(records, duration_s, slo))
     m.update(send_lag_metrics(records))
-    m["decode_step_ms"] = decode_step_ms((r.e2e, r.ttft, r.num_output_tokens, r.accepted_drafts) for r in ok)
+    m["decode_step_ms"], m["decode_tokens_per_step"] = decode_timeline(
+        (r.e2e, r.ttft, r.num_output_tokens, r.accepted_drafts) for r in ok)
     m.update(request_al_percentiles(r.spec for r in ok))
     m["position_acceptance"] = position_acceptance(r.spec for r in ok)
     m.update(timing_metrics(timing, out_tokens))
@@ -125,5 +126,6 @@ def median_over_repeats(windows: list[WindowMetrics], **extra: Any) -> TrialSumm
         out["acceptance_per_pos"] = []
     out["al_by_position"] = al_by_position(w.position_acceptance for w in windows)
     out["tps_var_share_acceptance"], out["tps_var_share_step_time"] = variance_shares(
-        [w.output_tok_s for w in windows], [w.acceptance_length for w in windows], [w.decode_step_ms for w in windows])
+        [w.output_tok_s for w in windows], [w.decode_tokens_per_step for w in windows],
+        [w.decode_step_ms for w in windows])
     return TrialSummary(**out, repeats=len(windows), failed_requests=sum(w.failed_requests for w in windows), **extra)

@@ -2,6 +2,8 @@
 table, heat maps, plots, context), or two sweeps side by side (`--compare`).
 
   pareto.png, speedup.png, acceptance_by_position.png, acceptance_length.png   (figures.py)
+  time_per_token.png, request_al.png, al_by_output_position.png   (where the rows have step timing /
+                                                                   per-request acceptance)
   report.html    page.py; plotly.js inlined, so it opens offline and can be e-mailed (about 5 MB)
 """
 

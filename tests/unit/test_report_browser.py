@@ -82,8 +82,9 @@ def test_report_in_a_real_browser_matches_the_store(swept, chromium, tmp_path):
     assert seen.errors == [], seen.errors
     v = {k: seen.values[e] for k, e in READ.items()}
     assert v["errors_seen"] == "ready"
-    # five figures (heat map, speedup, Pareto, acceptance by position, acceptance length), each drawn as SVG
-    assert len(v["plots"]) == 5 and all(n >= 1 for n in v["plots"]), v["plots"]
+    # eight figures (heat map, speedup, Pareto, acceptance by position, acceptance length, and from the engine's
+    # step timing and per-request stats: time per token, request AL, AL by output position), each drawn as SVG
+    assert len(v["plots"]) == 8 and all(n >= 1 for n in v["plots"]), v["plots"]
 
     rows = Store(url).trial_results("rep-a")
     by_trial = {str(r["trial"]): r for r in rows}

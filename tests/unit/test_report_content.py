@@ -147,3 +147,37 @@ def test_pareto_draws_a_front_per_method(grid_figures):
 
 def test_verdict_dataclass_sentence_with_no_clauses():
     assert Verdict("x", ()).sentence() == "x: no speculative row has a speedup (no paired baseline completed)."
+
+
+def test_where_the_time_goes_per_token_request_al_and_al_by_position(tmp_path):
+    """Issue 15's figures from constructed rows: the stacked bars are each part's ms per step over the tokens a
+    step yields, baseline first at each concurrency; the histogram holds every request's AL of its method; AL
+    by position is the median over load points per bucket. Rows without step timing draw no bars."""
+    split = dict(verify_ms_per_step=20.0, drafter_ms_per_step=4.0, other_ms_per_step=6.0)
+    rows = [row("e", 3, 1, 1.3, 1.2, 1.4, tokens_per_engine_step=2.0, al_by_position=json.dumps([2.0, 1.5]), **split),
+            row("e", 3, 4, 0.9, 0.8, 1.0, tokens_per_engine_step=6.0, al_by_position=json.dumps([2.4, 1.3]),
+                **dict(split, verify_ms_per_step=30.0)),
+            row("e", 3, 8, 0.7, 0.6, 0.8, al_by_position=json.dumps([1.8, 1.0])),  # not timed: no bar
+            row("n", 2, 1, 1.0, 0.9, 1.1),
+            dict(baseline(1), tokens_per_engine_step=1.0, verify_ms_per_step=15.0, drafter_ms_per_step=0.0,
+                 other_ms_per_step=5.0)]
+    for r in rows:
+        r["trial_id"] = r["trial"]  # as trial_results has it
+    data = _data(rows)
+    data.requests = [{"trial_id": rows[0]["trial"], "request_al": a} for a in (1.0, 1.5, 2.25, 3.0)]
+    data.requests += [{"trial_id": rows[3]["trial"], "request_al": 1.25}, {"trial_id": -1, "request_al": 2.0}]
+    figs = build_figures(data, tmp_path)
+    t = _fig(figs, "time_per_token")
+    bars = {tr["name"]: dict(zip(tr["x"], tr["y"])) for tr in t["data"]}
+    assert list(bars["target forward (verify)"]) == ["c=1 baseline", "c=1 e K=3", "c=4 e K=3"]
+    assert bars["target forward (verify)"] == {"c=1 baseline": 15.0, "c=1 e K=3": 10.0, "c=4 e K=3": 5.0}
+    assert bars["drafter"]["c=1 e K=3"] == 2.0 and bars["rest of the step"]["c=4 e K=3"] == 1.0
+    h = {tr["name"]: tr["x"] for tr in _fig(figs, "request_al")["data"]}
+    assert h == {"e K=3 (n=4)": [1.0, 1.5, 2.25, 3.0], "n K=2 (n=1)": [1.25]}  # a request of no shown trial: out
+    pos = {tr["name"]: tr for tr in _fig(figs, "al_by_output_position")["data"]}
+    assert pos["e K=3"]["x"] == [0, 16] and pos["e K=3"]["y"] == [2.0, 1.3]
+    for name in ("time_per_token", "request_al", "al_by_output_position"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # no row timed, no request stats, no positions: none of the three figures
+    plain = {f.name for f in build_figures(_data([row("n", 2, 1, 1.0, 0.9, 1.1), baseline(1)]), None)}
+    assert not plain & {"time_per_token", "request_al", "al_by_output_position"}

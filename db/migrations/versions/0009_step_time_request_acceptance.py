@@ -14,7 +14,7 @@ down_revision = "0008"
 branch_labels = None
 depends_on = None
 
-METRICS = ("decode_step_ms", "engine_step_ms", "tokens_per_engine_step", "drafter_ms_per_step", "verify_ms_per_step", "other_ms_per_step",
+METRICS = ("decode_step_ms", "decode_tokens_per_step", "engine_step_ms", "tokens_per_engine_step", "drafter_ms_per_step", "verify_ms_per_step", "other_ms_per_step",
            "request_al_p10", "request_al_p50", "request_al_p90")
 
 
