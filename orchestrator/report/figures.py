@@ -68,6 +68,15 @@ def _median(values: list[float]) -> float:
     return s[len(s) // 2]
 
 
+def _median_by_index(lists: list[list]) -> list[float | None]:
+    """Per index, the median over the lists that have a value there (None where none has)."""
+    out = []
+    for i in range(max(len(p) for p in lists)):
+        v = [p[i] for p in lists if i < len(p) and p[i] is not None]
+        out.append(_median(v) if v else None)
+    return out
+
+
 def _groups(data: ReportData) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = {}
     for r in data.completed:
@@ -375,8 +384,8 @@ def _acceptance_by_position(data, groups, colours, plt, out) -> Figure:
         per = [p for p in (_json(r["acceptance_per_pos"]) for r in rs) if p]
         if not per:
             continue
-        n = max(len(p) for p in per)
-        med = [_median([p[i] for p in per if i < len(p)]) for i in range(n)]
+        med = _median_by_index(per)
+        n = len(med)
         ax.plot(range(1, n + 1), med, marker="o", label=name, color=colours[name])
         pfig.add_trace(go.Scatter(x=list(range(1, n + 1)), y=med, mode="lines+markers", name=name,
                                   line={"color": colours[name]}))
@@ -506,12 +515,8 @@ def _al_by_output_position(data, groups, colours, plt, out) -> Figure:
         per = [p for p in (_json(r.get("al_by_position")) for r in rs) if p]
         if not per:
             continue
-        n = max(len(p) for p in per)
-        med = []
-        for i in range(n):
-            v = [p[i] for p in per if i < len(p) and p[i] is not None]
-            med.append(_median(v) if v else None)
-        xs = [i * POSITION_BUCKET for i in range(n)]
+        med = _median_by_index(per)
+        xs = [i * POSITION_BUCKET for i in range(len(med))]
         ax.plot(xs, [float("nan") if m is None else m for m in med], marker="o", label=name, color=colours[name])
         pfig.add_trace(go.Scatter(x=xs, y=med, mode="lines+markers", name=name, line={"color": colours[name]}))
     ax.set_xlabel(f"position in the answer (output tokens; {POSITION_BUCKET}-token buckets, start shown)")
