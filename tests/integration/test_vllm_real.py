@@ -158,7 +158,10 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
     from orchestrator.metrics.decomposition import decode_runs
     from orchestrator.models import ensure_demo_model
 
-    e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(ensure_demo_model()))
+    import json
+
+    target = json.loads((ensure_demo_model() / "config.json").read_text())
+    e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(target))
     doc = yaml.safe_load(TINY.read_text())
     doc["name"] = "tiny-schedule"
     schedule = "1-1:3, 2-256:1"
