@@ -127,12 +127,13 @@ def recommend(store: Store, sweep: str, label: str | None = None) -> list[Recomm
         config = None
         if top > 0:
             template = next(r for r in mine if r["num_speculative_tokens"] == top)
-            method_params = (store.trial(template["trial_id"]) or {}).get("method_params")
-            method_params = json.loads(method_params) if isinstance(method_params, str) else (method_params or {})
-            config = {"method": template["method"], **{k: v for k, v in method_params.items()
-                                                        if k not in ("num_speculative_tokens",
-                                                                     "num_speculative_tokens_per_batch_size")
-                                                        and not isinstance(v, (dict, list))},
+            # the speculative_config the engine was given (drafter aliases such as trained:eagle3 resolved to
+            # the folder vLLM loaded), less its K: ready for vLLM as it stands
+            engine_config = (store.trial(template["trial_id"]) or {}).get("engine_config")
+            engine_config = json.loads(engine_config) if isinstance(engine_config, str) else (engine_config or {})
+            given = engine_config.get("speculative_config") or {"method": template["method"]}
+            config = {**{k: v for k, v in given.items()
+                         if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")},
                       "num_speculative_tokens": top,
                       "num_speculative_tokens_per_batch_size": [list(e) for e in schedule]}
         out.append(Recommendation(sweep, lab, mine[0]["method"], ds, tuple(choices), schedule, config, best_fixed))
