@@ -381,4 +381,9 @@ def recommendation_lines(rec) -> list[str]:
         out.append("  no K beats the baseline at any measured load: deploy without speculation")
     else:
         out.append(f"  --speculative-config '{json.dumps(rec.speculative_config, separators=(',', ':'))}'")
+        from .methods.registry import get_method
+
+        cost = get_method(rec.method).k0_cost
+        if cost and any(k == 0 for _, _, k in rec.schedule):
+            out.append(f"  caution: K = 0 is not free for {rec.method}: {cost}; verify with --verify")
     return out

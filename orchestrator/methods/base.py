@@ -82,6 +82,9 @@ class Method:
     name: ClassVar[str]
     description: ClassVar[str] = ""
     parameters: ClassVar[dict[str, Param]] = {}
+    # what a K = 0 band of a num_speculative_tokens_per_batch_size schedule still costs over no speculation
+    # ("" where nothing); `specsweep recommend` prints it beside such a schedule
+    k0_cost: ClassVar[str] = ""
 
     def expand(self, label: str, raw: dict[str, Any]) -> list[MethodPoint]:
         """Validate raw YAML parameters and return the cartesian product of the swept ones."""

