@@ -163,4 +163,7 @@ def verify_spec(spec: dict, rec: Recommendation, name: str) -> dict:
     doc["workload"]["dataset"] = rec.dataset
     doc["space"] = {**doc.get("space", {}), "concurrency": [c.concurrency for c in rec.choices], "request_rate": None}
     doc["search"] = {**doc.get("search", {}), "sampler": "grid", "n_trials": None}
+    # rotated: repeat r of the schedule, the fixed K and the baseline run in one round, so drift over the run
+    # (a neighbour, thermals) hits all three alike; blocked let a baseline measured minutes earlier decide
+    doc["measurement"] = {**doc.get("measurement", {}), "order": "rotated"}
     return doc

@@ -131,6 +131,7 @@ def test_recommend_and_verify_on_the_fake_backend(ray_session, write_spec, sqlit
     assert {(r["label"], r["concurrency"]) for r in verify} == {
         (m, c) for m in ("baseline", "ngram-fixed", "ngram-schedule") for c in (1, 8)}
     assert all(r["state"] == "COMPLETE" for r in verify)
+    assert st.get_sweep("rec-verify-ngram-smoke")["spec"]["measurement"]["order"] == "rotated"  # paired by round
     # the engine followed the schedule: draft tokens per draft = the scheduled K at a steady batch
     sched = parse_schedule(stored["schedule"])
     for r in verify:
