@@ -44,8 +44,14 @@ TABLE_COLUMNS = [
 
 # shown only when some row has a value (open-loop load points, measurement.slo)
 OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s", "request_al_p50", "decode_tokens_per_step",
-                    "step_cost_ratio",
-                    "identity_residual", "verify_ms_per_step")
+                    "step_cost_ratio", "identity_residual", "verify_ms_per_step")
+
+# formats that join several columns into one cell: request-level AL p10/p50/p90 (median over windows), and the
+# time per engine step inside the model runner: target forward / drafter / the rest
+JOINED_CELLS = {
+    "request_al": (("request_al_p10", "request_al_p50", "request_al_p90"), "{:.2f}"),
+    "step_split": (("verify_ms_per_step", "drafter_ms_per_step", "other_ms_per_step"), "{:.1f}"),
+}
 
 
 def table_columns(rows: list[dict]) -> list[tuple[str, str, str]]:
@@ -72,13 +78,10 @@ def format_cell(value: Any, fmt: str, row: dict | None = None) -> str:
         return _speedup(row or {})
     if value is None:
         return "-"
-    if fmt == "request_al":  # request-level AL: p10/p50/p90 over the requests of a window (median over windows)
+    if fmt in JOINED_CELLS:  # several columns of the row in one cell, "a/b/c"
+        columns, number = JOINED_CELLS[fmt]
         r = row or {}
-        return "/".join("-" if r.get(f"request_al_p{q}") is None else f"{r[f'request_al_p{q}']:.2f}" for q in (10, 50, 90))
-    if fmt == "step_split":  # time per engine step inside the model runner: target forward / drafter / the rest
-        r = row or {}
-        return "/".join("-" if r.get(c) is None else f"{r[c]:.1f}"
-                        for c in ("verify_ms_per_step", "drafter_ms_per_step", "other_ms_per_step"))
+        return "/".join("-" if r.get(c) is None else number.format(r[c]) for c in columns)
     if fmt == "rate":
         return "inf" if math.isinf(value) else f"{value:g}"
     if fmt == "flag":  # booleans come back as 0/1 from SQLite views
