@@ -482,6 +482,9 @@ drafters_app = typer.Typer(no_args_is_help=True, help="Drafters for a target: tr
 app.add_typer(drafters_app, name="drafters")
 
 
+from .drafters.train.budget import DEFAULT_BUDGET_MINUTES  # noqa: E402 (light: no torch)
+
+
 @drafters_app.command("train")
 def drafters_train(
     method: str = typer.Option("eagle3", "--method", help="eagle3 | dflash"),
@@ -497,15 +500,20 @@ def drafters_train(
     force: bool = typer.Option(False, "--force", help="train again even if a drafter of these settings is cached"),
     dtype: str = typer.Option("auto", "--dtype", help="auto | bfloat16 | float32: of response generation and "
                               "features; auto = bfloat16 where the CPU has native bf16 (AVX512-BF16/AMX), else float32"),
+    budget_minutes: float = typer.Option(DEFAULT_BUDGET_MINUTES, "--budget-minutes", min=0,
+                                         help="first-run time budget: on a slow CPU fewer responses, features and "
+                                         "steps so that a run from an empty cache ends within about this long "
+                                         "(recorded in the manifest); 0 = none (full settings whatever it takes)"),
 ) -> None:
     """Train a drafter for the target (cached; resumable; prints the drafter folder on stdout's last line)."""
-    from .drafters.train.run import TrainError, TrainSettings, train_drafter
+    from .drafters.train.run import TrainError, TrainSettings, budget_text, train_drafter
     from .processes import stop_signals_interrupt
     from .render import TrainProgress
 
     try:
         settings = TrainSettings(method=method, target=target, steps=steps, max_minutes=minutes, seed=seed,
-                                 num_prompts=prompts, max_tokens=max_tokens, block_size=block_size, dtype=dtype)
+                                 num_prompts=prompts, max_tokens=max_tokens, block_size=block_size, dtype=dtype,
+                                 budget_minutes=budget_minutes or None)
         # SIGTERM / SIGHUP stop it as Ctrl-C does: the vLLM child and its engine processes are stopped too
         with stop_signals_interrupt(), TrainProgress(err_console) as progress:
             folder, manifest = train_drafter(settings, progress, force=force)
@@ -520,6 +528,9 @@ def drafters_train(
     err_console.print(f"{manifest['method']} drafter for {manifest['target']}: {manifest['steps_done']} steps, "
                       f"final loss per draft step [{losses}], accuracy [{accs}], "
                       f"{manifest['total_seconds']:.0f} s (this run; cached stages excluded)", highlight=False)
+    cut = budget_text(manifest)
+    if cut:
+        err_console.print(f"[yellow]{cut}[/]", highlight=False)
     console.print(str(folder))
 
 

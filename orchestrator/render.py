@@ -328,7 +328,7 @@ def query_table(cols: list[str], rows: list[dict], title: str | None) -> Table:
 
 class TrainProgress:
     """`specsweep drafters train` progress: a bar on a terminal, a line every 15 s (and at each stage's end)
-    otherwise."""
+    otherwise; a note that starts with "budget:" (a stage cut by the time budget) is always printed as a line."""
 
     def __init__(self, err_console: Console):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -354,7 +354,7 @@ class TrainProgress:
             self.tasks[stage] = self.progress.add_task(stage, total=total, status="")
         self.progress.update(self.tasks[stage], completed=done, total=total, status=note)
         now = time.monotonic()
-        if not self.err.is_terminal and (now - self.last_print > 15 or done == total):
+        if note.startswith("budget:") or (not self.err.is_terminal and (now - self.last_print > 15 or done == total)):
             self.last_print = now
             self.err.print(f"{stage}: {done}/{total} {note}", highlight=False)
 

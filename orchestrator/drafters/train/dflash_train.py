@@ -190,7 +190,7 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
 
 
 def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, checkpoint: Path, progress,
-        examples: list[int] | None = None):
+        examples: list[int] | None = None, seconds: float | None = None):
     """Train a drafter of this recipe for s.steps (resumable at `checkpoint`); `examples` restricts the
     training set (the ablation holds some out). Returns (cfg, model, run)."""
     torch.set_num_threads(os.cpu_count() or 1)
@@ -204,16 +204,18 @@ def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, ch
         pool = torch.tensor(examples)
         step_fn = lambda idx, g: inner(pool[idx].tolist(), g)  # noqa: E731
     run = run_training(s, model, checkpoint, len(data["tokens"]) if examples is None else len(examples),
-                       step_fn, progress)
+                       step_fn, progress, seconds=seconds)
     return cfg, model, run
 
 
-def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, recipe: DFlashRecipe = RECIPE):
+def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, recipe: DFlashRecipe = RECIPE,
+                 seconds: float | None = None):
     recipe = replace(recipe, block_lens=tuple(b for b in recipe.block_lens if b <= s.block_size) or (s.block_size,))
-    cfg, model, run = fit(s, recipe, target_cfg, data, tensors, work / "train_state_dflash.pt", progress)
+    cfg, model, run = fit(s, recipe, target_cfg, data, tensors, work / "train_state_dflash.pt", progress,
+                          seconds=seconds)
     bs = s.block_size
     result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
-              "resumed_from_step": run["resumed_from_step"],
+              "resumed_from_step": run["resumed_from_step"], "planned_steps": run["planned_steps"],
               "final_losses": tail_means(run["history"], "losses", 1),
               "final_accuracy": tail_means(run["history"], "accuracy", bs - 1),
               "recipe": recipe.describe()}

@@ -66,7 +66,7 @@ def _labels(tokens, valid, resp, s: int, t2d_index):
     return labels
 
 
-def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress):
+def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, seconds: float | None = None):
     torch.set_num_threads(os.cpu_count() or 1)
     responses = [t[p:].tolist() for t, p in zip(data["tokens"], data["prompt_lens"])]
     vocab = target_cfg["vocab_size"]
@@ -99,9 +99,9 @@ def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
             accs.append(float((lg.argmax(-1) == lab[m]).float().mean()))
         return loss, losses, accs, f"loss {losses[0]:.2f} acc@1 {accs[0]:.2f} acc@{len(accs)} {accs[-1]:.2f}"
 
-    run = run_training(s, model, work / "train_state.pt", len(data["tokens"]), step_fn, progress)
+    run = run_training(s, model, work / "train_state.pt", len(data["tokens"]), step_fn, progress, seconds=seconds)
     result = {"steps_done": run["steps_done"], "stopped_early": run["stopped_early"], "seconds": run["seconds"],
-              "resumed_from_step": run["resumed_from_step"],
+              "resumed_from_step": run["resumed_from_step"], "planned_steps": run["planned_steps"],
               "final_losses": tail_means(run["history"], "losses", s.ttt_steps),
               "final_accuracy": tail_means(run["history"], "accuracy", s.ttt_steps),
               "draft_vocab_size": len(target_ids)}

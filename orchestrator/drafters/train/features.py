@@ -20,12 +20,18 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
+MIN_EXAMPLES = 8  # a budget never leaves fewer examples than this (one training batch)
+
+
 def compute_features(model_path: str, examples: list[dict], layers: list[int], out: Path, dtype: str = "bfloat16",
-                     progress: Callable[[int, int], None] | None = None) -> dict:
+                     progress: Callable[[int, int], None] | None = None, seconds: float | None = None,
+                     existing: dict | None = None) -> dict:
     """Save {"features": [(L, len(layers) * hidden)], "tokens": [(L,)], "prompt_lens": [...],
     "topk_ids"/"topk_probs": [(L, TOPK)] the target's most likely next tokens at each position from the last
     prompt token on (zeros before it)} to `out`
-    (written to a temporary name, then renamed) and return it."""
+    (written to a temporary name, then renamed) and return it. The data covers a prefix of `examples`:
+    `existing` (features of the first examples, from an earlier run) is continued, and with `seconds` the
+    stage stops before an example that would end after that many seconds (judged from the mean so far)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -34,11 +40,18 @@ def compute_features(model_path: str, examples: list[dict], layers: list[int], o
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
     model.eval()
     decoder, lm_head = model.get_decoder(), model.get_output_embeddings()  # any causal LM, not only Llama's names
-    feats, tokens, prompt_lens, topk_ids, topk_probs = [], [], [], [], []
+    old = existing or {}
+    feats, tokens, prompt_lens = list(old.get("features", [])), list(old.get("tokens", [])), list(old.get("prompt_lens", []))
+    topk_ids, topk_probs = list(old.get("topk_ids", [])), list(old.get("topk_probs", []))
     t0 = time.perf_counter()
-    n_tok = 0
+    n_tok, first_new = 0, len(tokens)
     with torch.inference_mode():
-        for i, ex in enumerate(examples):
+        for i in range(first_new, len(examples)):
+            ex = examples[i]
+            elapsed = time.perf_counter() - t0
+            if (seconds is not None and i >= MIN_EXAMPLES and i > first_new
+                    and elapsed + elapsed / (i - first_new) > seconds):
+                break
             ids = torch.tensor([ex["prompt_ids"] + ex["response_ids"]])
             res = decoder(input_ids=ids, output_hidden_states=True)
             hs = res.hidden_states
@@ -61,7 +74,8 @@ def compute_features(model_path: str, examples: list[dict], layers: list[int], o
                 progress(i + 1, len(examples))
     data = {"features": feats, "tokens": tokens, "prompt_lens": prompt_lens, "layers": layers,
             "topk_ids": topk_ids, "topk_probs": topk_probs,
-            "seconds": time.perf_counter() - t0, "tokens_total": n_tok}
+            "seconds": old.get("seconds", 0.0) + time.perf_counter() - t0,
+            "tokens_total": old.get("tokens_total", 0) + n_tok}
     tmp = out.with_suffix(".part")
     torch.save(data, tmp)
     tmp.replace(out)

@@ -1,11 +1,15 @@
 """Child process: the target's greedy responses to the training prompts, through vLLM (batched).
 
-    python -m orchestrator.drafters.train.generate MODEL PROMPTS.json OUT.jsonl MAX_TOKENS DTYPE
+    python -m orchestrator.drafters.train.generate MODEL PROMPTS.json OUT.jsonl MAX_TOKENS DTYPE [SECONDS]
 
-Writes one JSON object per prompt: {"prompt": ..., "prompt_ids": [...], "response_ids": [...]}; the file is
-renamed into place only when complete. A child process keeps vLLM's memory and threads out of the trainer.
-Prompts go to vLLM in chunks of CHUNK (large enough to keep its batch full); after each chunk a line
-`progress DONE TOTAL TOKENS` on stdout tells the parent how far it is."""
+Appends one JSON object per prompt to OUT.jsonl, in prompt order: {"prompt": ..., "prompt_ids": [...],
+"response_ids": [...]}, continuing after the prompts the file already holds (a run that was stopped, or cut
+by its time budget, is continued, never redone). Prompts go to vLLM in chunks of CHUNK (large enough to keep
+its batch full); each chunk is flushed and fsynced before the next starts, so a kill loses at most the chunk
+in flight. After each chunk a line `progress DONE TOTAL TOKENS` on stdout tells the parent how far it is.
+SECONDS (optional): stop before a chunk that would end after that many seconds from this process's start,
+judged from the last chunk's time (the first chunk always runs). A child process keeps vLLM's memory and
+threads out of the trainer."""
 
 from __future__ import annotations
 
@@ -18,33 +22,71 @@ from pathlib import Path
 CHUNK = 128
 
 
+def read_responses(path: Path) -> list[dict]:
+    """The complete records of a responses file; a torn last line (a kill mid-write) is cut off the file."""
+    if not path.is_file():
+        return []
+    good, size = [], 0
+    with path.open("rb") as f:
+        for raw in f:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break
+            if not raw.endswith(b"\n"):
+                break
+            good.append(record)
+            size += len(raw)
+    if size != path.stat().st_size:
+        with path.open("r+b") as f:
+            f.truncate(size)
+    return good
+
+
 def main() -> None:
     model, prompts_file, out_file, max_tokens, dtype = sys.argv[1:6]
+    seconds = float(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] != "none" else None
+    t_start = time.perf_counter()
+    prompts = json.loads(Path(prompts_file).read_text())
+    out = Path(out_file)
+    have = read_responses(out)
+    if [r["prompt"] for r in have] != prompts[: len(have)]:
+        raise SystemExit(f"{out} holds responses to other prompts: remove it")
+    n_tokens = sum(len(r["response_ids"]) for r in have)
+    if len(have) >= len(prompts):
+        print(f"progress {len(prompts)} {len(prompts)} {n_tokens}", flush=True)
+        return
     from vllm import LLM, SamplingParams
 
-    prompts = json.loads(Path(prompts_file).read_text())
-    t0 = time.perf_counter()
     llm = LLM(model=model, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0)
     tok = llm.get_tokenizer()
-    texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-             for p in prompts]
     params = SamplingParams(temperature=0.0, max_tokens=int(max_tokens))
-    print(f"engine ready in {time.perf_counter() - t0:.0f} s; generating {len(texts)} responses", flush=True)
+    todo = prompts[len(have):]
+    print(f"engine ready in {time.perf_counter() - t_start:.0f} s; generating {len(todo)} responses "
+          f"({len(have)} already made)", flush=True)
     t1 = time.perf_counter()
-    outs, n_tokens = [], 0
-    for start in range(0, len(texts), CHUNK):
-        chunk = llm.generate(texts[start: start + CHUNK], params, use_tqdm=False)
-        outs += chunk
-        n_tokens += sum(len(o.outputs[0].token_ids) for o in chunk)
-        print(f"progress {len(outs)} {len(texts)} {n_tokens}", flush=True)
-    tmp = Path(out_file + ".part")
-    with tmp.open("w", encoding="utf-8") as f:
-        for p, o in zip(prompts, outs):
-            f.write(json.dumps({"prompt": p, "prompt_ids": list(o.prompt_token_ids),
-                                "response_ids": list(o.outputs[0].token_ids)}) + "\n")
-    os.replace(tmp, out_file)
+    done, new_tokens, last_chunk = len(have), 0, 0.0
+    with out.open("a", encoding="utf-8") as f:
+        for start in range(0, len(todo), CHUNK):
+            if seconds is not None and start and time.perf_counter() - t_start + last_chunk > seconds:
+                print(f"budget: stopped after {done} of {len(prompts)} prompts ({seconds:.0f} s)", flush=True)
+                break
+            t_chunk = time.perf_counter()
+            part = todo[start: start + CHUNK]
+            texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                             add_generation_prompt=True) for p in part]
+            outs = llm.generate(texts, params, use_tqdm=False)
+            for p, o in zip(part, outs):
+                f.write(json.dumps({"prompt": p, "prompt_ids": list(o.prompt_token_ids),
+                                    "response_ids": list(o.outputs[0].token_ids)}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            last_chunk = time.perf_counter() - t_chunk
+            done += len(part)
+            new_tokens += sum(len(o.outputs[0].token_ids) for o in outs)
+            print(f"progress {done} {len(prompts)} {n_tokens + new_tokens}", flush=True)
     dt = time.perf_counter() - t1
-    print(f"generated {n_tokens} tokens in {dt:.0f} s ({n_tokens / max(dt, 1e-9):.0f} tok/s)", flush=True)
+    print(f"generated {new_tokens} tokens in {dt:.0f} s ({new_tokens / max(dt, 1e-9):.0f} tok/s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from ...environment import cpu_flags, isa_cap
 from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
+from .budget import DEFAULT_BUDGET_MINUTES, Budget, more_time
 # Training steps (batches of 8) when --steps is not given, chosen so that `make demo-drafters` fits its
 # first-run budget on 2 cores (EAGLE-3 data + training <= 15 min; DFlash reuses the data: training only).
 DEFAULT_STEPS = {"eagle3": 400, "dflash": 400}
@@ -51,6 +52,9 @@ class TrainSettings:
     # ~1.8x faster on CPUs with AVX512-BF16; off on a CPU without native bf16 (emulated bf16 is slower than fp32)
     dtype: str = "auto"  # of response generation and feature extraction: auto = bfloat16 on native-bf16 CPUs, else float32
     max_minutes: float | None = None  # stop training early after this long (recorded; not deterministic)
+    # first-run time budget (budget.py): on a slow CPU, fewer responses, features and steps so that a run from an
+    # empty cache ends within about this long; None or 0: no budget. Not part of any cache key.
+    budget_minutes: float | None = DEFAULT_BUDGET_MINUTES
 
     def __post_init__(self) -> None:
         if self.steps is None:
@@ -83,6 +87,7 @@ class TrainSettings:
     def key(self) -> str:
         d = asdict(self)
         d.pop("max_minutes")
+        d.pop("budget_minutes")
         d.pop("dtype")  # in the data key, as resolved
         d["bf16_autocast"] = self.autocast
         d["data"] = self.data_key()
@@ -159,7 +164,7 @@ def _index_if_default(s: TrainSettings, folder: Path) -> None:
     """A drafter of default settings is what `trained:<method>` means (drafters/trained.py)."""
     from dataclasses import replace
 
-    if replace(s, max_minutes=None) == TrainSettings(method=s.method):
+    if replace(s, max_minutes=None, budget_minutes=None) == TrainSettings(method=s.method, budget_minutes=None):
         record_trained(s.method, folder)
 
 
@@ -170,8 +175,14 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     model_path, target_cfg = _target(s.target)
     out = drafter_folder(s)
     if (out / "manifest.json").is_file() and not force:
-        _index_if_default(s, out)
-        return out, json.loads((out / "manifest.json").read_text())
+        manifest = json.loads((out / "manifest.json").read_text())
+        made = manifest.get("budget") or {}
+        if not (made.get("limited") and more_time(s.budget_minutes, made.get("minutes"))):
+            _index_if_default(s, out)
+            return out, manifest
+        progress("budget", 1, 1, f"budget: the cached drafter was cut by a {made.get('minutes'):g}-minute budget "
+                 f"({_cuts_text(made.get('stages', {}))}); this run has more time: more data, trained again")
+        force = True  # its checkpoint's step plan was the budget's: train again from step 0 (the data is kept)
     work = cache_dir() / "drafters" / "work" / out.name  # training checkpoints of this drafter
     data_dir = cache_dir() / "drafters" / "data" / f"{target_name(s)}-{s.data_key()}"
     hidden = target_cfg["hidden_size"]
@@ -182,6 +193,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
+    budget = Budget(s.budget_minutes)
     stages: list[Stage] = []
 
     # 1. prompts
@@ -194,21 +206,32 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
 
     dtype = s.resolved_dtype()
     progress("dtype", 1, 1, f"{dtype.dtype} ({dtype.reason})")
-    # 2. responses (vLLM in a child process)
+    # 2. responses (vLLM in a child process); a prefix of the prompts when a budget cut them
+    from .generate import read_responses
+
     responses = data_dir / "responses.jsonl"
-    st = Stage("responses", cached=responses.is_file())
+    cut_before = _read_cut(responses)
+    examples = read_responses(responses)
+    more = len(examples) < len(prompts) and (cut_before is None or more_time(s.budget_minutes, cut_before))
+    st = Stage("responses", cached=not more)
     t0 = time.perf_counter()
-    if not st.cached:
-        progress("responses", 0, len(prompts), "starting vLLM")
+    if more:
+        progress("responses", len(examples), len(prompts), "starting vLLM")
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
                    VLLM_LOGGING_LEVEL=os.environ.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
         st.detail["log"] = _generate(model_path, data_dir / "prompts.json", responses, s.max_tokens, env, progress,
-                                     dtype.dtype)
-    examples = [json.loads(line) for line in responses.read_text().splitlines()]
+                                     dtype.dtype, budget.seconds_left("responses"))
+        examples = read_responses(responses)
+        _write_cut(responses, s.budget_minutes if len(examples) < len(prompts) else None)
+    budget.cut("responses", len(examples), len(prompts))
     st.seconds = time.perf_counter() - t0
     st.detail["tokens"] = sum(len(e["response_ids"]) for e in examples)
     stages.append(st)
-    progress("responses", len(examples), len(prompts), f"{st.detail['tokens']} response tokens")
+    if len(examples) < len(prompts):
+        progress("responses", len(examples), len(prompts), f"budget: {len(examples)} of {len(prompts)} prompts, "
+                 f"{st.detail['tokens']} response tokens")
+    else:
+        progress("responses", len(examples), len(prompts), f"{st.detail['tokens']} response tokens")
     data_hash = hashlib.sha256(responses.read_bytes()).hexdigest()[:16]
 
     # 3. features
@@ -218,13 +241,21 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
 
     layers = _feature_layers(target_cfg)
     feat_file = data_dir / "features.pt"
-    st = Stage("features", cached=feat_file.is_file())
+    data = torch.load(feat_file, weights_only=False) if feat_file.is_file() else None
+    have = len(data["tokens"]) if data else 0
+    cut_before = _read_cut(feat_file)
+    more = have < len(examples) and (cut_before is None or more_time(s.budget_minutes, cut_before))
+    st = Stage("features", cached=not more)
     t0 = time.perf_counter()
-    if st.cached:
-        data = torch.load(feat_file, weights_only=False)
-    else:
+    if more:
         data = compute_features(model_path, examples, layers, feat_file, dtype=dtype.dtype,
-                                progress=lambda i, n: progress("features", i, n, ""))
+                                progress=lambda i, n: progress("features", i, n, ""),
+                                seconds=budget.seconds_left("features"), existing=data)
+        _write_cut(feat_file, s.budget_minutes if len(data["tokens"]) < len(examples) else None)
+        if len(data["tokens"]) < len(examples):
+            progress("features", len(data["tokens"]), len(examples),
+                     f"budget: {len(data['tokens'])} of {len(examples)} examples")
+    budget.cut("features", len(data["tokens"]), len(examples))
     st.seconds = time.perf_counter() - t0
     stages.append(st)
     tensors = target_tensors(model_path)
@@ -236,7 +267,9 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         from .dflash_train import train_dflash as trainer
     st = Stage("training")
     t0 = time.perf_counter()
-    cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress)
+    cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress,
+                                   seconds=budget.seconds_left("training"))
+    budget.cut("training", result["planned_steps"], s.steps)
     st.seconds = time.perf_counter() - t0
     st.detail = result
     stages.append(st)
@@ -244,7 +277,8 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     # 5. export (atomic: a crash or a full disk leaves no half-written folder)
     manifest = {
         "method": s.method, "target": s.target, "target_path": model_path, "settings": asdict(s),
-        "data_hash": data_hash, "prompts": len(prompts), "response_tokens": stages[0].detail["tokens"],
+        "data_hash": data_hash, "prompts": len(data["tokens"]), "response_tokens": stages[0].detail["tokens"],
+        "budget": budget.record(),
         "feature_layers": layers, "steps_done": result["steps_done"], "final_losses": result["final_losses"],
         "final_accuracy": result["final_accuracy"], "stopped_early": result["stopped_early"],
         "stages": [asdict(x) for x in stages], "total_seconds": time.perf_counter() - t_all,
@@ -254,6 +288,36 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     _write_with_manifest(s.method, out, cfg, weights, manifest)
     _index_if_default(s, out)
     return out, manifest
+
+
+def _cut_file(path: Path) -> Path:
+    return path.with_name(path.name + ".budget.json")
+
+
+def _read_cut(path: Path) -> float | None:
+    """The budget (minutes) that cut this data file short, or None (complete, or stopped by a kill)."""
+    f = _cut_file(path)
+    return json.loads(f.read_text())["minutes"] if f.is_file() else None
+
+
+def _write_cut(path: Path, minutes: float | None) -> None:
+    if minutes is None:
+        _cut_file(path).unlink(missing_ok=True)
+    else:
+        _cut_file(path).write_text(json.dumps({"minutes": minutes}))
+
+
+def _cuts_text(stages: dict) -> str:
+    return ", ".join(f"{name} {done} of {wanted}" for name, (done, wanted) in stages.items()) or "nothing cut"
+
+
+def budget_text(manifest: dict) -> str | None:
+    """One line for the end of `drafters train` when a budget cut the drafter short; None otherwise."""
+    made = manifest.get("budget") or {}
+    if not made.get("limited"):
+        return None
+    return (f"cut by the {made['minutes']:g}-minute first-run budget on this CPU: {_cuts_text(made['stages'])} "
+            f"(the manifest says so); `--budget-minutes 0` continues to the full settings")
 
 
 def _write_with_manifest(method: str, out: Path, cfg: dict, weights: dict, manifest: dict) -> None:
@@ -269,14 +333,15 @@ def _write_with_manifest(method: str, out: Path, cfg: dict, weights: dict, manif
 
 
 def _generate(model_path: str, prompts: Path, responses: Path, max_tokens: int, env: dict,
-              progress: Progress, dtype: str) -> list[str]:
+              progress: Progress, dtype: str, seconds: float | None = None) -> list[str]:
     """Run generate.py in a child process, relaying its progress lines; raise TrainError when it fails."""
     from ...processes import stop_process_group
 
     # its own process group: on Ctrl-C / SIGTERM / SIGHUP the child, vLLM's EngineCore and its workers are
     # stopped together (processes.py), none left running
     with subprocess.Popen([sys.executable, "-m", "orchestrator.drafters.train.generate", model_path, str(prompts),
-                           str(responses), str(max_tokens), dtype], env=env, stdout=subprocess.PIPE,
+                           str(responses), str(max_tokens), dtype, "none" if seconds is None else f"{seconds:.1f}"],
+                          env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
         try:
             err: list[str] = []
@@ -293,7 +358,7 @@ def _generate(model_path: str, prompts: Path, responses: Path, max_tokens: int, 
             reader.join()
         finally:
             stop_process_group(child)
-    if rc != 0 or not responses.is_file():
+    if rc != 0:
         raise TrainError(f"generating responses with vLLM failed (exit {rc}):\n{''.join(err)[-3000:]}")
     return log[-1:]
 
