@@ -44,3 +44,27 @@ def test_progress_lines_without_a_terminal(monkeypatch):
 def test_a_terminal_gets_the_bar_not_the_counts(monkeypatch):
     text = _run(True, monkeypatch)
     assert "[1/3" not in text and "left]" not in text
+
+
+def test_drafter_training_lines_off_a_terminal_and_budget_notes_everywhere(monkeypatch):
+    """`drafters train` off a terminal: a line every 15 s and at a stage's end; a stage cut by the time budget
+    always says so as a line (on a terminal too, where the bar would hide it)."""
+    from orchestrator.render import TrainProgress
+
+    now = [100.0]
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    for terminal in (False, True):
+        buf = io.StringIO()
+        with TrainProgress(Console(file=buf, force_terminal=terminal, width=200)) as progress:
+            progress("responses", 128, 1000, "12000 tokens")
+            now[0] += 5
+            progress("responses", 256, 1000, "24000 tokens")  # 5 s later: no line
+            progress("responses", 640, 1000, "budget: 640 of 1000 prompts")
+            now[0] += 20
+            progress("training", 10, 400, "loss 3.1")
+        text = buf.getvalue()
+        assert "budget: 640 of 1000 prompts" in text, (terminal, text)
+        if not terminal:
+            lines = [line for line in text.splitlines() if line.strip()]
+            assert lines == ["responses: 128/1000 12000 tokens", "responses: 640/1000 budget: 640 of 1000 prompts",
+                             "training: 10/400 loss 3.1"], lines

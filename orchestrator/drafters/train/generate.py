@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 CHUNK = 128
 
@@ -43,35 +44,27 @@ def read_responses(path: Path) -> list[dict]:
     return good
 
 
-def main() -> None:
-    model, prompts_file, out_file, max_tokens, dtype = sys.argv[1:6]
-    seconds = float(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] != "none" else None
-    t_start = time.perf_counter()
-    prompts = json.loads(Path(prompts_file).read_text())
-    out = Path(out_file)
+def generate_into(llm, prompts: list[str], out: Path, params, seconds: float | None,
+                  t_start: float, clock: Callable[[], float] = time.perf_counter,
+                  emit: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    """Append `llm`'s greedy responses to the prompts `out` does not hold yet, a chunk at a time; stop before a
+    chunk that would end more than `seconds` after `t_start` (the last chunk's time is the estimate; the first
+    chunk always runs); `params` are vLLM's SamplingParams. Returns how many prompts `out` holds."""
     have = read_responses(out)
     if [r["prompt"] for r in have] != prompts[: len(have)]:
         raise SystemExit(f"{out} holds responses to other prompts: remove it")
     n_tokens = sum(len(r["response_ids"]) for r in have)
-    if len(have) >= len(prompts):
-        print(f"progress {len(prompts)} {len(prompts)} {n_tokens}", flush=True)
-        return
-    from vllm import LLM, SamplingParams
-
-    llm = LLM(model=model, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0)
-    tok = llm.get_tokenizer()
-    params = SamplingParams(temperature=0.0, max_tokens=int(max_tokens))
     todo = prompts[len(have):]
-    print(f"engine ready in {time.perf_counter() - t_start:.0f} s; generating {len(todo)} responses "
-          f"({len(have)} already made)", flush=True)
-    t1 = time.perf_counter()
+    tok = llm.get_tokenizer()
+    emit(f"engine ready in {clock() - t_start:.0f} s; generating {len(todo)} responses ({len(have)} already made)")
+    t1 = clock()
     done, new_tokens, last_chunk = len(have), 0, 0.0
     with out.open("a", encoding="utf-8") as f:
         for start in range(0, len(todo), CHUNK):
-            if seconds is not None and start and time.perf_counter() - t_start + last_chunk > seconds:
-                print(f"budget: stopped after {done} of {len(prompts)} prompts ({seconds:.0f} s)", flush=True)
+            if seconds is not None and start and clock() - t_start + last_chunk > seconds:
+                emit(f"budget: stopped after {done} of {len(prompts)} prompts ({seconds:.0f} s)")
                 break
-            t_chunk = time.perf_counter()
+            t_chunk = clock()
             part = todo[start: start + CHUNK]
             texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                              add_generation_prompt=True) for p in part]
@@ -81,12 +74,29 @@ def main() -> None:
                                     "response_ids": list(o.outputs[0].token_ids)}) + "\n")
             f.flush()
             os.fsync(f.fileno())
-            last_chunk = time.perf_counter() - t_chunk
+            last_chunk = clock() - t_chunk
             done += len(part)
             new_tokens += sum(len(o.outputs[0].token_ids) for o in outs)
-            print(f"progress {done} {len(prompts)} {n_tokens + new_tokens}", flush=True)
-    dt = time.perf_counter() - t1
-    print(f"generated {new_tokens} tokens in {dt:.0f} s ({new_tokens / max(dt, 1e-9):.0f} tok/s)", flush=True)
+            emit(f"progress {done} {len(prompts)} {n_tokens + new_tokens}")
+    dt = clock() - t1
+    emit(f"generated {new_tokens} tokens in {dt:.0f} s ({new_tokens / max(dt, 1e-9):.0f} tok/s)")
+    return done
+
+
+def main() -> None:
+    model, prompts_file, out_file, max_tokens, dtype = sys.argv[1:6]
+    seconds = float(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] != "none" else None
+    t_start = time.perf_counter()
+    prompts = json.loads(Path(prompts_file).read_text())
+    out = Path(out_file)
+    have = read_responses(out)
+    if len(have) >= len(prompts):
+        print(f"progress {len(prompts)} {len(prompts)} {sum(len(r['response_ids']) for r in have)}", flush=True)
+        return
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=model, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0)
+    generate_into(llm, prompts, out, SamplingParams(temperature=0.0, max_tokens=int(max_tokens)), seconds, t_start)
 
 
 if __name__ == "__main__":

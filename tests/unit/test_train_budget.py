@@ -1,0 +1,137 @@
+"""`drafters train`'s first-run time budget (budget.py): the stages' deadlines, the step plan, responses
+appended a chunk at a time and continued, and the whole pipeline cut, reused and continued — on a tiny random
+Llama target (transformers, written here), with vLLM's generation replaced by an in-process engine whose
+clock the test sets (the real child is run by tests/integration/test_drafters_train.py)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from orchestrator.drafters.train import generate as gen
+from orchestrator.drafters.train import run as run_mod
+from orchestrator.drafters.train.budget import Budget, more_time
+from orchestrator.drafters.train.eagle3_train import train_eagle3
+from orchestrator.drafters.train.loop import plan_steps
+from orchestrator.drafters.train.run import TrainSettings, budget_text, train_drafter
+
+from .test_drafter_training import TARGET, noop, synthetic_data, tensors
+
+
+def test_stage_deadlines_and_more_time():
+    now = [100.0]
+    b = Budget(20, clock=lambda: now[0])
+    assert b.seconds_left("responses") == pytest.approx(0.45 * 1200)
+    now[0] += 600
+    assert b.seconds_left("responses") == 0.0  # never negative
+    assert b.seconds_left("features") == pytest.approx(0.70 * 1200 - 600)
+    assert b.seconds_left("training") == pytest.approx(1200 - 30 - 600)  # the export's margin kept back
+    assert Budget(None).seconds_left("training") is None and Budget(0).seconds_left("responses") is None
+    b.cut("responses", 300, 1000)
+    b.cut("features", 300, 300)  # not cut: not recorded
+    assert b.record() == {"minutes": 20, "limited": True, "stages": {"responses": [300, 1000]}}
+    assert more_time(None, 20) and more_time(30, 20)
+    assert not more_time(20, 20) and not more_time(10, 20) and not more_time(None, None) and not more_time(5, None)
+
+
+def test_step_plan_fits_the_time_left():
+    assert plan_steps(4, 400, 100.0, 0.5) == 204
+    assert plan_steps(4, 400, 1e6, 0.5) == 400  # never more than asked
+    assert plan_steps(4, 400, -3.0, 0.5) == 5  # at least one more step
+
+
+def test_training_follows_its_plan_and_a_resumed_run_keeps_it(tmp_path):
+    s = TrainSettings(method="eagle3", steps=30, batch_size=2, draft_vocab_size=32)
+    _, _, cut = train_eagle3(s, TARGET, synthetic_data(6), tensors(), tmp_path, noop, seconds=0.0)
+    assert cut["steps_done"] == cut["planned_steps"] == 5  # 4 timed steps, then only one more fits
+    _, _, resumed = train_eagle3(s, TARGET, synthetic_data(6), tensors(), tmp_path, noop)  # no budget now
+    assert resumed["resumed_from_step"] == 5 and resumed["steps_done"] == 5  # the checkpoint's plan holds
+    (tmp_path / "full").mkdir()
+    _, _, full = train_eagle3(s, TARGET, synthetic_data(6), tensors(), tmp_path / "full", noop)
+    assert full["steps_done"] == full["planned_steps"] == 30
+
+
+def test_a_torn_last_line_is_cut_off(tmp_path):
+    f = tmp_path / "responses.jsonl"
+    good = [{"prompt": "a", "prompt_ids": [1], "response_ids": [2]}, {"prompt": "b", "prompt_ids": [3], "response_ids": [4]}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in good) + '{"prompt": "c", "prom')
+    assert gen.read_responses(f) == good
+    assert f.read_text().endswith("[4]}\n")  # the torn bytes are gone: the next chunk appends cleanly
+
+
+class FakeEngine:
+    """vLLM's offline LLM as generate_into uses it; each generate() call moves `clock` on by `chunk_s`."""
+
+    def __init__(self, clock: list[float], chunk_s: float):
+        self.clock, self.chunk_s, self.calls = clock, chunk_s, []
+
+    def get_tokenizer(self):
+        return SimpleNamespace(apply_chat_template=lambda msgs, **_: msgs[0]["content"])
+
+    def generate(self, texts, params, use_tqdm=False):
+        self.calls.append(len(texts))
+        self.clock[0] += self.chunk_s
+        return [SimpleNamespace(prompt_token_ids=[hash(t) % 90 + 1 for t in t_.split()[:6]],
+                                outputs=[SimpleNamespace(token_ids=[(len(t_) * 7 + j) % 97 for j in range(12)])])
+                for t_ in texts]
+
+
+def test_generation_stops_before_a_chunk_past_its_deadline_and_continues(tmp_path):
+    prompts = [f"prompt number {i}" for i in range(300)]
+    out, clock = tmp_path / "r.jsonl", [0.0]
+    lines = []
+    engine = FakeEngine(clock, chunk_s=10.0)
+    # chunks of 128: the first ends at 10 s, the second at 20 s (10 + 10 <= 25), a third would end at 30 s
+    assert gen.generate_into(engine, prompts, out, None, 25.0, 0.0, clock=lambda: clock[0], emit=lines.append) == 256
+    assert engine.calls == [128, 128] and any(x.startswith("budget: stopped after 256") for x in lines)
+    assert [r["prompt"] for r in gen.read_responses(out)] == prompts[:256]
+    engine = FakeEngine(clock, chunk_s=10.0)
+    assert gen.generate_into(engine, prompts, out, None, None, clock[0], clock=lambda: clock[0], emit=lines.append) == 300
+    assert engine.calls == [44]  # continued: only the prompts it did not have
+    assert [r["prompt"] for r in gen.read_responses(out)] == prompts
+    with pytest.raises(SystemExit, match="other prompts"):
+        gen.generate_into(engine, ["something else"] + prompts[1:], out, None, None, 0.0)
+
+
+@pytest.fixture
+def tiny_target(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      head_dim=8, num_hidden_layers=6, vocab_size=97, max_position_embeddings=512)
+    folder = tmp_path / "tiny-target"
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    (folder / "chat_template.jinja").write_text("{{ messages }}")
+    return folder
+
+
+def test_a_cut_run_is_reused_under_the_same_budget_and_continued_with_more(tmp_path, monkeypatch, tiny_target):
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    clock, engines = [0.0], []
+
+    def fake_generate(model_path, prompts, responses, max_tokens, env, progress, dtype, seconds=None):
+        # the child's loop in-process: each chunk of 128 "takes" 40 % of a 10-minute budget's response share
+        engines.append(FakeEngine(clock, chunk_s=0.4 * 270))
+        gen.generate_into(engines[-1], json.loads(prompts.read_text()), responses, None, seconds, clock[0],
+                          clock=lambda: clock[0], emit=lambda line: None)
+        return []
+
+    monkeypatch.setattr(run_mod, "_generate", fake_generate)
+    s = TrainSettings(method="eagle3", target=str(tiny_target), num_prompts=300, max_tokens=12, steps=12,
+                      batch_size=4, draft_vocab_size=32, budget_minutes=10)
+    folder, m = train_drafter(s)
+    assert engines[-1].calls == [128, 128]  # third chunk would pass the 270 s share
+    assert m["budget"] == {"minutes": 10, "limited": True, "stages": {"responses": [256, 300]}}
+    assert m["prompts"] == 256 and m["steps_done"] == 12
+    assert "responses 256 of 300" in budget_text(m)
+    again, m_again = train_drafter(s)  # same budget: no more time, the cut drafter is the answer
+    assert again == folder and m_again == m and len(engines) == 1
+    more, m_more = train_drafter(TrainSettings(**{**s.__dict__, "budget_minutes": None}))
+    assert more == folder and engines[-1].calls == [44]  # the data continued where it stopped ...
+    assert m_more["budget"]["limited"] is False and m_more["prompts"] == 300 and budget_text(m_more) is None
+    assert m_more["stages"][2]["detail"]["resumed_from_step"] == 0  # ... and the drafter trained again
+    assert m_more["data_hash"] != m["data_hash"]
