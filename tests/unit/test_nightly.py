@@ -51,7 +51,7 @@ def test_nights_of_history_a_regression_and_plain_noise(ray_session, store_url, 
     suite.write_text(SUITE)
     runner = CliRunner()
 
-    def night(n: int, step: float = 0.004, dtype: str = "bfloat16"):
+    def night(n: int, step: float = 0.02, dtype: str = "bfloat16"):
         text = SPEC.format(step=step, night=n).replace("{model: fake-model}", f"{{model: fake-model, dtype: {dtype}}}")
         (tmp_path / "sweep.yaml").write_text(text)
         return runner.invoke(app, ["nightly", str(suite), "--store", store_url, "--report-dir", str(tmp_path / "r")])
@@ -69,8 +69,9 @@ def test_nights_of_history_a_regression_and_plain_noise(ray_session, store_url, 
     other = st.nightly_history(5)
     assert {(r["verdict"], r["history_n"]) for r in other} == {("insufficient data", 0)}
     assert all("4 previous nights excluded: different environment fingerprint" in r["note"] for r in other)
-    # night 6: every engine step twice as slow -> throughput halves, TPOT doubles
-    res = night(5, step=0.008)
+    # night 6: every engine step twice as slow -> throughput halves, TPOT doubles (steps of 20 ms, not 4: on a
+    # loaded 2-core CI machine the per-step overhead of 4 ms steps hid the slowdown of ngram's fewer steps)
+    res = night(5, step=0.04)
     assert res.exit_code == 3, res.output
     assert "regression" in res.output
     bad = [r for r in st.nightly_history(6) if r["verdict"] == "regression"]
