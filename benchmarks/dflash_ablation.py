@@ -3,6 +3,9 @@ number of steps on the cached demo training data (`specsweep drafters train` mak
 `--eval` responses out, and print each recipe's training accuracy (slots 1 and 2, mean of the last 20 steps)
 and its teacher-forced acceptance on the held-out responses at K = 3 and 7 — computed with the block of K + 1
 slots vLLM runs (dflash_model.teacher_forced), so AL here is what vLLM's counters would report at T = 0.
+It also scores the same drafters on the `smoke` prompts (hand-written, disjoint from the training prompts: what
+`benchmarks/demo_drafters.py` measures in vLLM), teacher-forced on the target's greedy answers to them
+(made once with transformers and cached beside the training data).
 
     .venv/bin/python benchmarks/dflash_ablation.py --steps 120 [--only base,value_identity ...] [--json out.json]
 
@@ -52,7 +55,35 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
     "shipped-mix": (replace(SHIPPED, block_lens=(16,)), 3e-3),
     "shipped-lr3e-3": (SHIPPED, 1e-3),
     "shipped+layers_2": (replace(SHIPPED, layers=2), 3e-3),
+    # one change to what shipped after the 400-step drafter (AL 1.36 in vLLM): where does it go from there
+    "shipped+slots6": (replace(SHIPPED, loss_max_slot=6), 3e-3),  # same training, no logits past slot 6
+    "shipped+freeze_head": (replace(SHIPPED, freeze_lm_head=True), 3e-3),
+    "shipped+dropout": (replace(SHIPPED, ctx_dropout=0.1), 3e-3),
+    "shipped+layers_2+slots6": (replace(SHIPPED, layers=2, loss_max_slot=6), 3e-3),
 }
+
+
+def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path, max_tokens: int) -> dict:
+    """The target's greedy answers to the `smoke` prompts (transformers, `dtype`) with their features, cached."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchestrator.datasets.base import load_prompts
+    from orchestrator.drafters.train.features import compute_features
+
+    out = folder / f"smoke-eval-{dtype}-{max_tokens}.pt"
+    if out.is_file():
+        return torch.load(out, weights_only=False)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    lm = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
+    examples = []
+    for p in load_prompts("smoke", num_prompts=40):
+        text = tok.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        with torch.inference_mode():
+            gen = lm.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False)
+        examples.append({"prompt_ids": ids, "response_ids": gen[0, len(ids):].tolist()})
+    return compute_features(model_path, examples, layers, out, dtype=dtype)
 
 
 def main() -> int:
@@ -61,6 +92,7 @@ def main() -> int:
     ap.add_argument("--eval", type=int, default=32, help="responses held out (the last ones of the data)")
     ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
     ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--smoke-tokens", type=int, default=96, help="answer length of the smoke evaluation set")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
@@ -79,6 +111,8 @@ def main() -> int:
         return 2
     data = torch.load(feat_file, weights_only=False)
     tensors = target_tensors(model_path)
+    smoke = smoke_eval_data(str(model_path), data["layers"], s0.resolved_dtype().dtype, feat_file.parent,
+                            args.smoke_tokens)
     n = len(data["tokens"])
     train_idx, eval_idx = list(range(n - args.eval)), list(range(n - args.eval, n))
     flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
@@ -86,7 +120,8 @@ def main() -> int:
           f"{s0.autocast}; {len(train_idx)} training / {len(eval_idx)} held-out responses; {args.steps} steps")
     names = [x for x in args.only.split(",") if x] or list(VARIANTS)
     rows = []
-    print(f"{'variant':22} {'s/step':>6} {'tr1':>5} {'tr2':>5} | {'AL K=3':>6} {'AL K=7':>6} | acceptance by position (K=7)")
+    print(f"{'variant':22} {'s/step':>6} {'tr1':>5} {'tr2':>5} | {'AL K=3':>6} {'AL K=7':>6} | smoke {'K=3':>5} "
+          f"{'K=7':>5} | acceptance by position (K=7, smoke)")
     for name in names:
         recipe, lr = VARIANTS[name]
         with tempfile.TemporaryDirectory() as tmp:
@@ -98,13 +133,17 @@ def main() -> int:
         tr = [sum(h["accuracy"][j] for h in tail) / len(tail) for j in (0, 1)]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
             ev = {K: teacher_forced(model, data, eval_idx, K) for K in (3, 7)}
+            ev_smoke = {K: teacher_forced(model, smoke, list(range(len(smoke["tokens"]))), K) for K in (3, 7)}
         row = {"variant": name, "recipe": recipe.describe(), "lr": lr, "s_per_step": secs / args.steps,
                "train_acc_slot1": tr[0], "train_acc_slot2": tr[1],
                "al_k3": ev[3]["al"], "al_k7": ev[7]["al"], "accept_by_pos_k7": ev[7]["accept_by_pos"],
-               "slot_acc_k7": ev[7]["slot_acc"], "blocks": ev[7]["blocks"]}
+               "slot_acc_k7": ev[7]["slot_acc"], "blocks": ev[7]["blocks"],
+               "smoke_al_k3": ev_smoke[3]["al"], "smoke_al_k7": ev_smoke[7]["al"],
+               "smoke_accept_by_pos_k7": ev_smoke[7]["accept_by_pos"], "smoke_blocks": ev_smoke[7]["blocks"]}
         rows.append(row)
         print(f"{name:22} {row['s_per_step']:6.2f} {tr[0]:5.2f} {tr[1]:5.2f} | {ev[3]['al']:6.3f} {ev[7]['al']:6.3f} | "
-              + " ".join(f"{a:.2f}" for a in ev[7]["accept_by_pos"]), flush=True)
+              f"smoke {ev_smoke[3]['al']:5.3f} {ev_smoke[7]['al']:5.3f} | "
+              + " ".join(f"{a:.2f}" for a in ev_smoke[7]["accept_by_pos"]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"cpu": _cpu_model(), "flags": flags, "steps": args.steps,
                                                "rows": rows}, indent=2))

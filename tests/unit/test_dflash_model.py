@@ -126,3 +126,16 @@ def test_the_recipe_and_learning_rate_are_part_of_the_drafter_identity(monkeypat
     monkeypatch.setattr(dflash_train, "RECIPE", replace(RECIPE, guide=0.0))
     assert TrainSettings(method="dflash").key() != before  # a changed recipe never reuses an old drafter
     assert TrainSettings(method="dflash").data_key() == s.data_key()  # ... but reuses the data
+
+
+def test_slots_past_loss_max_slot_get_no_logits_and_no_loss():
+    # the vocabulary projection is most of a training step: slots whose loss weight is negligible are skipped
+    data = synthetic_data()
+    recipe = DFlashRecipe(anchors_per_seq=8, loss_decay=None)
+    _, model = _model(recipe)
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731  the same batch for both
+    full_loss, _, full_accs, _ = make_step_fn(model, data, recipe, 8)([0, 1, 2, 3], g())
+    cut_loss, _, cut_accs, _ = make_step_fn(model, data, replace(recipe, loss_max_slot=2), 8)([0, 1, 2, 3], g())
+    assert all(a == a for a in full_accs)  # every slot 1..7 labelled and scored
+    assert cut_accs[:2] == full_accs[:2] and all(a != a for a in cut_accs[2:])  # slots 3..7: no logits (NaN)
+    assert not torch.isclose(cut_loss, full_loss)  # ... and out of the loss

@@ -95,6 +95,7 @@ class DFlashDrafter(nn.Module):
         n_feat = len(cfg["dflash_config"]["target_layer_ids"])
         self.fc = nn.Linear(n_feat * h, h, bias=False)
         self.hidden_norm, self.norm = RMSNorm(h, eps), RMSNorm(h, eps)
+        self.ctx_dropout = nn.Dropout(0.0)  # training only (no weights; vLLM has none)
         self.layers = nn.ModuleList(DFlashLayer(h, i, H, KV, d, eps) for _ in range(cfg["num_hidden_layers"]))
         self.mask_embedding = nn.Parameter(embed.mean(0).clone())
         self.register_buffer("embed", embed, persistent=False)
@@ -121,7 +122,7 @@ class DFlashDrafter(nn.Module):
         attention weights on context position p - 1 and on the block's slot 0 (B, H, A, bs) each."""
         B, L = tokens.shape
         A, bs = anchors.shape[1], block_size
-        ctx = self.hidden_norm(self.fc(feats))
+        ctx = self.ctx_dropout(self.hidden_norm(self.fc(feats)))
         ctx_ok = torch.arange(L)[None, None, :] < (anchors[:, :, None] + ctx_extra)
         if block_lens is None:
             blk_ok = torch.ones(B, A, bs, dtype=torch.bool)

@@ -48,6 +48,10 @@ class DFlashRecipe:
     guide: float = 0.0  # weight of the attention guidance loss: in layer 0, a third of the heads are pulled
     # towards context position p - 1 (the freshest target state), a third towards the block's slot 0 (x_p);
     # what EAGLE-3 reads by construction. 0: off. Training only: the exported layout is unchanged.
+    loss_max_slot: int | None = None  # slots past this one get no logits and no loss (their weight under a small
+    # loss_decay is negligible; the vocabulary projection is most of a step); None: every slot
+    freeze_lm_head: bool = False  # keep the draft lm_head at the target's rows (the DFlash paper shares the target's)
+    ctx_dropout: float = 0.0  # dropout on the context states in training (regularises ~3 epochs over the data)
 
     def describe(self) -> dict:
         return asdict(self)
@@ -94,6 +98,9 @@ def build(target_cfg: dict, recipe: DFlashRecipe, block_size: int, data: dict, t
                 raise ValueError("value_init identity needs kv_heads x head_dim = heads x head_dim = hidden size")
             layer.v_proj.weight.copy_(torch.eye(layer.v_proj.weight.shape[0]))
             layer.o_proj.weight.copy_(torch.eye(layer.o_proj.weight.shape[0]))
+        if recipe.freeze_lm_head and model.lm_head is not None:
+            model.lm_head.weight.requires_grad_(False)
+        model.ctx_dropout.p = recipe.ctx_dropout
         if recipe.mask_init == "token":
             model.mask_embedding.copy_(tensors["embed"][cfg["dflash_config"]["mask_token_id"]])
     return cfg, model
@@ -159,6 +166,8 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
                     torch.log(w_anchor[:, third: 2 * third].float() + 1e-6).mean(1)) / 2  # (B, A, bs)
             guide_loss = nll[slots_ok].mean()
         m = labels >= 0
+        if recipe.loss_max_slot is not None:
+            m &= slot[None, None] <= recipe.loss_max_slot
         logits = model.logits(states[m]).float()
         target = labels[m]
         if t2d_index is not None:
