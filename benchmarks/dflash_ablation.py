@@ -8,6 +8,7 @@ It also scores the same drafters on the `smoke` prompts (hand-written, disjoint 
 (made once with transformers and cached beside the training data).
 
     .venv/bin/python benchmarks/dflash_ablation.py --steps 120 [--only base,value_identity ...] [--json out.json]
+    .venv/bin/python benchmarks/dflash_ablation.py --drafter FOLDER   # score an exported drafter on smoke only
 
 Every variant starts from the same seed and draws the same batches. Prints the CPU it ran on.
 """
@@ -60,6 +61,10 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
     "shipped+freeze_head": (replace(SHIPPED, freeze_lm_head=True), 3e-3),
     "shipped+dropout": (replace(SHIPPED, ctx_dropout=0.1), 3e-3),
     "shipped+layers_2+slots6": (replace(SHIPPED, layers=2, loss_max_slot=6), 3e-3),
+    "slots6+decay2": (replace(SHIPPED, loss_max_slot=6, loss_decay=2.0), 3e-3),
+    "slots6-guide": (replace(SHIPPED, loss_max_slot=6, guide=0.0), 3e-3),
+    "slots6-soft": (replace(SHIPPED, loss_max_slot=6, soft_labels=False), 3e-3),
+    "slots6+lr5e-3": (replace(SHIPPED, loss_max_slot=6), 5e-3),
 }
 
 
@@ -93,6 +98,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--smoke-tokens", type=int, default=96, help="answer length of the smoke evaluation set")
+    ap.add_argument("--drafter", default="", help="score this exported drafter folder (loaded as vLLM loads it) "
+                    "on the smoke prompts instead of training variants")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
@@ -118,6 +125,18 @@ def main() -> int:
     flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
     print(f"CPU: {_cpu_model()} ({' '.join(flags)}), {torch.get_num_threads()} threads; autocast bf16: "
           f"{s0.autocast}; {len(train_idx)} training / {len(eval_idx)} held-out responses; {args.steps} steps")
+    if args.drafter:
+        from orchestrator.drafters.train.dflash_model import load_dflash
+
+        model = load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])
+        print(f"{args.drafter} on {len(smoke['tokens'])} smoke answers (<= {args.smoke_tokens} tokens), teacher-forced:")
+        for K in (3, 7, 15):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
+                ev = teacher_forced(model, smoke, list(range(len(smoke["tokens"]))), K)
+            print(f"  K={K:2}: AL {ev['al']:.3f}; accepted by position " + " ".join(f"{a:.2f}" for a in ev["accept_by_pos"])
+                  + "; slot accuracy " + " ".join(f"{a:.2f}" for a in ev["slot_acc"])
+                  + "; slot repeats its previous slot's token " + " ".join(f"{a:.2f}" for a in ev["slot_lag"][1:]))
+        return 0
     names = [x for x in args.only.split(",") if x] or list(VARIANTS)
     rows = []
     print(f"{'variant':22} {'s/step':>6} {'tr1':>5} {'tr2':>5} | {'AL K=3':>6} {'AL K=7':>6} | smoke {'K=3':>5} "

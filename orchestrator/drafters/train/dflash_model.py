@@ -167,10 +167,13 @@ def teacher_forced(model: DFlashDrafter, data: dict, indices: list[int], K: int,
     """Acceptance the drafter would get at T = 0 with K drafted tokens, block K + 1 as vLLM runs it, at every
     response position of the given examples: {"al": mean accepted length (counting the bonus token, as
     vLLM's AL does), "accept_by_pos": share of blocks whose first j drafts are all right (vLLM's per-position
-    acceptance), "slot_acc": plain accuracy of slot j, "blocks": n}. The responses are the target's greedy
-    answers, so a draft is accepted exactly when it equals the next response token."""
+    acceptance), "slot_acc": plain accuracy of slot j, "slot_lag": share of slot j's drafts (j >= 2) that equal
+    the token slot j - 1 should draft (a parallel drafter repeating its previous slot), "blocks": n}. The
+    responses are the target's greedy answers, so a draft is accepted exactly when it equals the next response
+    token."""
     model.eval()
     acc_len, by_pos, slot_hit, slot_n = [], torch.zeros(K), torch.zeros(K), torch.zeros(K)
+    lag_hit = torch.zeros(K)
     with torch.no_grad():
         for i in indices:
             x = data["tokens"][i][:max_len]
@@ -188,6 +191,7 @@ def teacher_forced(model: DFlashDrafter, data: dict, indices: list[int], K: int,
                     m = min(K, n - 1 - p)
                     want[a, :m] = x[p + 1: p + 1 + m]
                 hit = (pred == want) & (want >= 0)
+                lag_hit[1:] += ((pred[:, 1:] == want[:, :-1]) & (want[:, 1:] >= 0)).sum(0).float()
                 run = hit.long().cumprod(-1)
                 acc_len.append(1 + run.sum(-1).float())
                 by_pos += run.sum(0).float()
@@ -196,7 +200,8 @@ def teacher_forced(model: DFlashDrafter, data: dict, indices: list[int], K: int,
     model.train()
     al = torch.cat(acc_len)
     return {"al": float(al.mean()), "accept_by_pos": (by_pos / len(al)).tolist(),
-            "slot_acc": (slot_hit / slot_n.clamp_min(1)).tolist(), "blocks": len(al)}
+            "slot_acc": (slot_hit / slot_n.clamp_min(1)).tolist(),
+            "slot_lag": [None] + (lag_hit[1:] / slot_n[1:].clamp_min(1)).tolist(), "blocks": len(al)}
 
 
 def load_dflash(folder, embed: torch.Tensor, final_norm: torch.Tensor) -> DFlashDrafter:
