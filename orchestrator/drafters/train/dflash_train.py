@@ -54,7 +54,16 @@ class DFlashRecipe:
     ctx_dropout: float = 0.0  # dropout on the context states in training (regularises ~3 epochs over the data)
 
     def describe(self) -> dict:
-        return asdict(self)
+        """The recipe as it enters the drafter's cache key; knobs added later are left out while at their
+        defaults, so a drafter trained before they existed keeps its key (and is reused, not retrained)."""
+        d = asdict(self)
+        for name, default in _LATER_KNOBS.items():
+            if d[name] == default:
+                del d[name]
+        return d
+
+
+_LATER_KNOBS = {"loss_max_slot": None, "freeze_lm_head": False, "ctx_dropout": 0.0}
 
 
 # What the demo ships, from the ablation (README "The drafter demo"): full-width K/V heads with an identity
