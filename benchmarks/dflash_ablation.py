@@ -65,6 +65,10 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
     "slots6-guide": (replace(SHIPPED, loss_max_slot=6, guide=0.0), 3e-3),
     "slots6-soft": (replace(SHIPPED, loss_max_slot=6, soft_labels=False), 3e-3),
     "slots6+lr5e-3": (replace(SHIPPED, loss_max_slot=6), 5e-3),
+    # acceptance-aware slot weights (slot j weighted by the drafter's chance that slots 1..j-1 are right),
+    # on the fastest plateau recipe (slots <= 6, no guidance): instead of the fixed decay, and on top of it
+    "s6g0+accept": (replace(SHIPPED, loss_max_slot=6, guide=0.0, accept_weight=True, loss_decay=None), 3e-3),
+    "s6g0+accept+decay1": (replace(SHIPPED, loss_max_slot=6, guide=0.0, accept_weight=True), 3e-3),
 }
 
 

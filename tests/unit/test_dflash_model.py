@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from orchestrator.drafters.train.dflash_model import teacher_forced
-from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe, build, make_step_fn
+from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe, build, make_step_fn, prefix_hit_prob
 from orchestrator.drafters.train.run import DEFAULT_LR, TrainSettings
 
 from .test_drafter_training import TARGET, synthetic_data, tensors
@@ -139,3 +139,32 @@ def test_slots_past_loss_max_slot_get_no_logits_and_no_loss():
     assert all(a == a for a in full_accs)  # every slot 1..7 labelled and scored
     assert cut_accs[:2] == full_accs[:2] and all(a != a for a in cut_accs[2:])  # slots 3..7: no logits (NaN)
     assert not torch.isclose(cut_loss, full_loss)  # ... and out of the loss
+
+
+def test_accept_weight_is_the_probability_that_every_earlier_slot_is_right():
+    # two blocks of 4 slots (slot 0 the anchor, never trained); block 0 has its last slot unlabelled
+    m = torch.tensor([[[False, True, True, False], [False, True, True, True]]])
+    target = torch.tensor([0, 1, 2, -1, 0])  # block 1, slot 2: outside the draft vocabulary (never right)
+    p_right = torch.tensor([0.5, 0.25, 0.8, 0.9, 0.7])
+    logits = torch.full((5, 3), -1e4)
+    for row, (t, p) in enumerate(zip(target.tolist(), p_right.tolist())):
+        if t >= 0:  # p on the right token, the rest spread over the others
+            logits[row] = torch.log(torch.full((3,), (1 - p) / 2))
+            logits[row, t] = torch.log(torch.tensor(p))
+    w = prefix_hit_prob(logits, target, m)
+    assert torch.allclose(w, torch.tensor([1.0, 0.5, 1.0, 0.8, 0.0]), atol=1e-5)
+    assert not w.requires_grad
+
+
+def test_accept_weight_changes_the_loss_only_past_slot_1():
+    data = synthetic_data()
+    recipe = DFlashRecipe(anchors_per_seq=8, loss_decay=None, loss_max_slot=1)
+    _, model = _model(recipe)
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    plain, *_ = make_step_fn(model, data, recipe, 8)([0, 1, 2, 3], g())
+    weighted, *_ = make_step_fn(model, data, replace(recipe, accept_weight=True), 8)([0, 1, 2, 3], g())
+    assert torch.isclose(plain, weighted)  # slot 1 alone: every weight is 1
+    plain, *_ = make_step_fn(model, data, replace(recipe, loss_max_slot=None), 8)([0, 1, 2, 3], g())
+    weighted, *_ = make_step_fn(model, data, replace(recipe, loss_max_slot=None, accept_weight=True), 8)(
+        [0, 1, 2, 3], g())
+    assert not torch.isclose(plain, weighted)

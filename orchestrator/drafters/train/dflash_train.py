@@ -52,6 +52,9 @@ class DFlashRecipe:
     # loss_decay is negligible; the vocabulary projection is most of a step); None: every slot
     freeze_lm_head: bool = False  # keep the draft lm_head at the target's rows (the DFlash paper shares the target's)
     ctx_dropout: float = 0.0  # dropout on the context states in training (regularises ~3 epochs over the data)
+    accept_weight: bool = False  # slot j's loss is also weighted by the drafter's own (detached) probability of
+    # the right tokens at slots 1..j-1 of that block: a draft counts only up to its first miss, so slot 2 learns
+    # most where slot 1 is likely right (acceptance-aware training, as HASS/GRIFFIN weight later draft steps)
 
     def describe(self) -> dict:
         """The recipe as it enters the drafter's cache key; knobs added later are left out while at their
@@ -63,7 +66,7 @@ class DFlashRecipe:
         return d
 
 
-_LATER_KNOBS = {"loss_max_slot": None, "freeze_lm_head": False, "ctx_dropout": 0.0}
+_LATER_KNOBS = {"loss_max_slot": None, "freeze_lm_head": False, "ctx_dropout": 0.0, "accept_weight": False}
 
 
 # What the demo ships, from the ablation (README "The drafter demo"): full-width K/V heads with an identity
@@ -183,6 +186,8 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
             target = t2d_index[target]  # -1: outside the draft vocabulary (never right)
         slots = slot.expand_as(labels)[m]
         w = slot_weight[slots]
+        if recipe.accept_weight:
+            w = w * prefix_hit_prob(logits, target, m)
         if recipe.soft_labels:
             top_ids, top_probs = _topk(data, idx, tokens.shape[1])
             b_idx = torch.arange(len(idx))[:, None, None].expand_as(labels)[m]
@@ -205,6 +210,21 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
         return loss, [loss.item()], accs, f"loss {loss.item():.2f} acc slot1 {accs[0]:.2f} slot2 {accs[1]:.2f}"
 
     return step_fn
+
+
+def prefix_hit_prob(logits: torch.Tensor, target: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """For each trained slot (rows of `logits`, in the order of `m`'s True entries, `m` of shape (B, A, bs)),
+    the drafter's probability (detached) that every earlier slot of its block drafts its right token: the
+    product of p(right token) over slots 1..j-1 (1 for slot 1; a slot whose right token is outside the
+    draft vocabulary counts 0). Slot 0 (the anchor) is never trained and counts 1."""
+    with torch.no_grad():
+        p_right = torch.where(target >= 0, F.softmax(logits, -1).gather(1, target.clamp_min(0)[:, None])[:, 0],
+                              torch.zeros_like(target, dtype=logits.dtype))
+        grid = torch.ones(m.shape, dtype=logits.dtype)
+        grid[m] = p_right
+        prefix = torch.cumprod(grid, dim=-1)  # through slot j
+        before = torch.cat([torch.ones_like(prefix[..., :1]), prefix[..., :-1]], dim=-1)  # through slot j - 1
+        return before[m]
 
 
 def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, checkpoint: Path, progress,
