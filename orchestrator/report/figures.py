@@ -27,6 +27,7 @@ figure.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +65,8 @@ def _json(v):
 
 
 def _median(values: list[float]) -> float:
-    s = sorted(values)
-    return s[len(s) // 2]
+    """The median (the mean of the middle two for an even count, as everywhere else in specsweep)."""
+    return statistics.median(values)
 
 
 def _median_by_index(lists: list[list]) -> list[float | None]:

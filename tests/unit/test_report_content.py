@@ -181,3 +181,10 @@ def test_where_the_time_goes_per_token_request_al_and_al_by_position(tmp_path):
     # no row timed, no request stats, no positions: none of the three figures
     plain = {f.name for f in build_figures(_data([row("n", 2, 1, 1.0, 0.9, 1.1), baseline(1)]), None)}
     assert not plain & {"time_per_token", "request_al", "al_by_output_position"}
+
+
+def test_figure_medians_of_an_even_count_are_the_mean_of_the_middle_two():
+    # as the store's medians are (statistics.median): two load points 1.0 and 2.0 give 1.5, not the upper 2.0
+    from orchestrator.report.figures import _median_by_index
+
+    assert _median_by_index([[1.0, 4.0], [2.0, 2.0], [None, 3.0]]) == [1.5, 3.0]
