@@ -1,4 +1,9 @@
-"""Helpers shared by the benchmark scripts: write a spec, run it through the real controller."""
+"""Helpers shared by the benchmark scripts: write a spec, run it through the real controller.
+
+Each script's specs and SQLite stores go to a temporary folder; the cache (converted demo model, trained
+drafters, compile caches) is the user's own (`SPECSWEEP_CACHE`, default `$SPECSWEEP_HOME/cache`), so a
+benchmark reuses what `specsweep prepare-model` / `drafters train` made. `fresh_cache()` switches this process
+to an empty temporary cache instead, to time a first run from nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +20,13 @@ from orchestrator.spec import load_spec  # noqa: E402
 from orchestrator.store import Store  # noqa: E402
 
 WORK = Path(tempfile.mkdtemp(prefix="specsweep-bench-"))
-os.environ.setdefault("SPECSWEEP_HOME", str(WORK / "home"))
+
+
+def fresh_cache() -> Path:
+    """Use an empty cache under WORK for the rest of this process (and the engines it starts)."""
+    path = WORK / "cache"
+    os.environ["SPECSWEEP_CACHE"] = str(path)
+    return path
 
 
 def run_spec(text: str, name: str, store: Store | None = None):

