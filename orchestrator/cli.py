@@ -204,6 +204,8 @@ def recommend(
     store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
     verify: bool = typer.Option(False, "--verify", help="Then run a follow-up sweep: the schedule against the best "
                                                          "fixed K and the baseline at every measured concurrency"),
+    repeats: Optional[int] = typer.Option(None, "--repeats", min=2, help="--verify: windows per point in the "
+                                          "follow-up sweep (default: the sweep's own measurement.repeats)"),
 ) -> None:
     """A draft-length schedule by batch size (vLLM's num_speculative_tokens_per_batch_size) from a sweep's measured
     speedups: the smallest K that beats the baseline at each concurrency (a larger one only when better beyond the
@@ -211,6 +213,8 @@ def recommend(
     from .recommend import recommend as derive, verify_spec
     from .render import recommendation_lines
 
+    if repeats is not None and not verify:
+        _fail("--repeats sets the windows of the follow-up sweep: it needs --verify")
     st = _open_sweep_store(store, sweep)
     try:
         recs = derive(st, sweep, method)
@@ -236,7 +240,7 @@ def recommend(
         name = f"{sweep}-verify-{rec.label}-{rec.dataset}"
         path = specsweep_home() / "recommend" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(verify_spec(sweep_row["spec"], rec, name), sort_keys=False))
+        path.write_text(yaml.safe_dump(verify_spec(sweep_row["spec"], rec, name, repeats), sort_keys=False))
         console.print(f"verifying: specsweep run {path} --store {st.display_url}")
         try:  # `run` always ends in typer.Exit: every recommendation is verified, the first failure's code returned
             run(spec=str(path), store=store, ray_address=None, retry_failed=False, new_name=None, break_lease=False,

@@ -147,9 +147,10 @@ def _geo_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 0.0
 
 
-def verify_spec(spec: dict, rec: Recommendation, name: str) -> dict:
+def verify_spec(spec: dict, rec: Recommendation, name: str, repeats: int | None = None) -> dict:
     """A follow-up sweep: the schedule against the best fixed K and the baseline at every measured concurrency,
-    on the original sweep's target, engine, workload and measurement settings (paired, repeated)."""
+    on the original sweep's target, engine, workload and measurement settings (paired, repeated; `repeats`
+    windows per point instead of the sweep's own, for intervals narrow enough to show "never loses")."""
     doc = json.loads(json.dumps(spec))  # a deep copy of the stored (validated) spec
     original = doc["methods"][rec.label]
     base = {k: v for k, v in original.items() if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")}
@@ -166,4 +167,6 @@ def verify_spec(spec: dict, rec: Recommendation, name: str) -> dict:
     # rotated: repeat r of the schedule, the fixed K and the baseline run in one round, so drift over the run
     # (a neighbour, thermals) hits all three alike; blocked let a baseline measured minutes earlier decide
     doc["measurement"] = {**doc.get("measurement", {}), "order": "rotated"}
+    if repeats is not None:
+        doc["measurement"]["repeats"] = repeats
     return doc

@@ -182,3 +182,20 @@ def test_a_k0_band_of_an_eagle3_schedule_says_what_it_still_costs():
         assert any("K = 0 is not free for eagle3" in line for line in lines) == warned, lines
     rec = Recommendation("s", "eagle3", "eagle3", "smoke", choices[1:], ((1, 2, 3),), {"method": "eagle3"}, 3)
     assert not any("not free" in line for line in recommendation_lines(rec))  # no K = 0 band: nothing to say
+
+
+def test_verify_spec_takes_more_repeats_and_the_cli_refuses_them_without_verify():
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from orchestrator.recommend import Recommendation, verify_spec
+
+    rec = Recommendation(sweep="s", label="ngram", method="ngram", dataset="smoke", schedule=[(1, 4, 1), (5, 16, 0)],
+                         choices=(choose_k(1, [opt(1, 1.2, 1.1, 1.3)]), choose_k(8, [opt(1, 0.9, 0.8, 1.0)])),
+                         best_fixed_k=1, speculative_config=None)
+    spec = {"name": "s", "methods": {"ngram": {"num_speculative_tokens": [1, 3]}}, "workload": {"dataset": "smoke"},
+            "space": {"concurrency": [1, 8]}, "measurement": {"repeats": 3, "order": "blocked"}}
+    assert verify_spec(spec, rec, "v")["measurement"] == {"repeats": 3, "order": "rotated"}
+    assert verify_spec(spec, rec, "v", repeats=8)["measurement"] == {"repeats": 8, "order": "rotated"}
+    res = CliRunner().invoke(app, ["recommend", "s", "--repeats", "8"])
+    assert res.exit_code == 2 and "needs --verify" in res.output
