@@ -494,7 +494,7 @@ def drafters_train(
     method: str = typer.Option("eagle3", "--method", help="eagle3 | dflash"),
     target: str = typer.Option("smollm2-135m-instruct", "--target", help="builtin alias or local model folder"),
     steps: Optional[int] = typer.Option(None, "--steps", min=1,
-                                        help="training steps (batches of 8); default 400 for both methods"),
+                                        help="training steps (batches of 8); default 400 for eagle3, 640 for dflash"),
     minutes: Optional[float] = typer.Option(None, "--minutes", min=0.1,
                                             help="stop training after this long even if steps remain (recorded)"),
     seed: int = typer.Option(0, "--seed"),

@@ -123,7 +123,7 @@ def test_the_recipe_and_learning_rate_are_part_of_the_drafter_identity(monkeypat
     s = TrainSettings(method="dflash")
     assert s.lr == DEFAULT_LR["dflash"] and TrainSettings(method="eagle3").lr == DEFAULT_LR["eagle3"]
     before = s.key()
-    monkeypatch.setattr(dflash_train, "RECIPE", replace(RECIPE, guide=0.0))
+    monkeypatch.setattr(dflash_train, "RECIPE", replace(RECIPE, guide=RECIPE.guide + 1.0))
     assert TrainSettings(method="dflash").key() != before  # a changed recipe never reuses an old drafter
     assert TrainSettings(method="dflash").data_key() == s.data_key()  # ... but reuses the data
 
