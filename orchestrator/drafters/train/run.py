@@ -22,9 +22,10 @@ from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
 from .budget import DEFAULT_BUDGET_MINUTES, Budget, more_time
-# Training steps (batches of 8) when --steps is not given, chosen so that `make demo-drafters` fits its
-# first-run budget on 2 cores (EAGLE-3 data + training <= 15 min; DFlash reuses the data: training only, 640
-# steps of ~0.7 s: its smoke AL rose from 1.47 at 400 steps to 1.51 at 640, benchmarks/dflash_ablation.py).
+# Training steps (batches of 8) when --steps is not given. EAGLE-3: data + 400 steps took 13-17 min on two
+# 2-core AMD EPYCs. DFlash reuses the data (training only): 640 steps of ~0.75 s, because its smoke AL rose
+# from 1.47 at 400 steps to 1.51 at 640 (benchmarks/dflash_ablation.py); `make demo-drafters` from an empty
+# cache then took 31.9 min on the slower of the two machines (README, "First time, from nothing").
 DEFAULT_STEPS = {"eagle3": 400, "dflash": 640}
 # Peak learning rates (AdamW, warm-up then cosine): DFlash's context path trains faster at 3e-3
 # (benchmarks/dflash_ablation.py); EAGLE-3 keeps the rate its figures were measured with.
