@@ -40,6 +40,45 @@ def test_a_short_block_inside_a_long_one_computes_what_vllm_runs_for_it():
     assert not torch.allclose(unmasked[:, :, :4], short, atol=1e-3)
 
 
+def test_blocks_run_by_length_give_the_padded_forwards_states_with_the_gradient():
+    # training runs each block only as long as it is (forward_by_length); it must compute exactly what the
+    # padded forward (and so vLLM's block of K + 1) computes, for every block, in any order of lengths per row
+    _, model = _model(DFlashRecipe(layers=2), block_size=8)
+    model = model.double()  # float64: the two orders of summation then agree to rounding, gradients included
+    data = synthetic_data()
+    x = torch.stack([data["tokens"][0][:20], data["tokens"][1][:20]])
+    f = torch.stack([data["features"][0][:20].double(), data["features"][1][:20].double()])
+    anchors = torch.tensor([[7, 12, 3, 9, 15], [4, 5, 16, 8, 11]])
+    lens = torch.tensor([[4, 8, 4, 2, 8], [8, 8, 2, 4, 8]])  # rows hold different counts of each length
+    padded = model(x, f, anchors, block_lens=lens, block_size=8)
+    by_length = model.forward_by_length(x, f, anchors, lens, block_size=8)
+    exists = torch.arange(8)[None, None] < lens[:, :, None]
+    assert torch.allclose(by_length[exists], padded[exists], atol=1e-10)
+    assert (by_length[~exists] == 0).all()
+    w = torch.randn(padded[exists].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    g1 = torch.autograd.grad((padded[exists] * w).sum(), model.fc.weight)[0]
+    g2 = torch.autograd.grad((by_length[exists] * w).sum(), model.fc.weight)[0]
+    assert g1.abs().max() > 0
+    assert torch.allclose(g1, g2, atol=1e-10)
+
+
+def test_the_training_step_runs_blocks_by_length_without_guidance():
+    # the shipped recipe (no guidance) trains through forward_by_length; its loss equals the padded pass's
+    recipe = replace(RECIPE, anchors_per_seq=6, draft_vocab=None, block_lens=(4, 8))
+    _, model = _model(recipe, block_size=8)
+    data = synthetic_data()
+    step = make_step_fn(model, data, recipe, 8)
+    calls = []
+    orig = model.forward_by_length
+    model.forward_by_length = lambda *a, **k: calls.append(1) or orig(*a, **k)
+    loss_by_length = step([0, 1], torch.Generator().manual_seed(3))[0]
+    assert calls
+    model.forward_by_length = lambda tokens, feats, anchors, lens, block_size, ctx_extra: model(
+        tokens, feats, anchors, lens, block_size=block_size, ctx_extra=ctx_extra)
+    loss_padded = step([0, 1], torch.Generator().manual_seed(3))[0]
+    assert abs(float(loss_by_length) - float(loss_padded)) < 1e-4
+
+
 class _Oracle:
     """A stand-in drafter that drafts the right token in the given slots (0-based) and a wrong one elsewhere."""
 

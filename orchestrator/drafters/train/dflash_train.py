@@ -168,8 +168,11 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
 
     def step_fn(idx, g):
         tokens, feats, anchors, block_lens, labels, dist_pos = _batch(data, idx, recipe, bs, g)
-        states = model(tokens, feats, anchors, block_lens, block_size=bs, ctx_extra=recipe.ctx_extra,
-                       guide=recipe.guide > 0)
+        if recipe.guide > 0:  # the guidance reads layer 0's attention weights: the one padded pass
+            states = model(tokens, feats, anchors, block_lens, block_size=bs, ctx_extra=recipe.ctx_extra, guide=True)
+        else:  # each block only as long as it is (same states, ~40 % less slot work for blocks of 4/8/16)
+            states = model.forward_by_length(tokens, feats, anchors, block_lens, block_size=bs,
+                                             ctx_extra=recipe.ctx_extra)
         guide_loss = None
         if recipe.guide > 0:
             states, (w_prev, w_anchor) = states
