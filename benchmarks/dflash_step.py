@@ -1,9 +1,11 @@
 """Seconds per DFlash training step of the shipped recipe at the demo target's shape (SmolLM2-135M: hidden 576,
 9 heads, 30 layers, 49,152-token vocabulary), on synthetic responses of the demo's lengths, with every block
 run at the full block size (`forward`, how training ran before) and each block only as long as it is
-(`forward_by_length`, how it runs now). Needs no model or cache: the figure is the drafter's own compute.
+(`forward_by_length`, how it runs now). The figure is the drafter's own compute: with `--data` (a
+`features.pt` that `specsweep drafters train` wrote, under `$SPECSWEEP_CACHE/drafters/data/`) it runs on those
+responses, else on synthetic ones of 190-384 tokens (random features; no model or cache needed).
 
-    .venv/bin/python benchmarks/dflash_step.py [--steps 6] [--batch 8]
+    .venv/bin/python benchmarks/dflash_step.py [--steps 6] [--batch 8] [--data PATH/features.pt]
 
 Prints the CPU and torch's thread count beside the figures (they depend on both)."""
 
@@ -43,7 +45,7 @@ def cpu_name() -> str:
 
 
 def synthetic(n: int, seed: int = 0) -> dict:
-    """Responses of 150-380 tokens after 40-token prompts, random features and top-16 labels (timing only)."""
+    """Sequences of 190-384 tokens (40-token prompts), random features and top-16 labels (timing only)."""
     g = torch.Generator().manual_seed(seed)
     data = {"tokens": [], "features": [], "prompt_lens": [], "topk_ids": [], "topk_probs": []}
     for _ in range(n):
@@ -60,9 +62,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=6, help="timed steps per way (after one untimed)")
     ap.add_argument("--batch", type=int, default=8, help="responses per step (drafters train's batch_size)")
+    ap.add_argument("--data", type=Path, help="a features.pt of `drafters train` (default: synthetic responses)")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    data = synthetic(4 * args.batch)
+    if args.data:
+        data = torch.load(args.data, weights_only=False)
+        lens = [len(t) for t in data["tokens"]]
+        print(f"data: {args.data} ({len(lens)} examples, median {statistics.median(lens):.0f} tokens)")
+    else:
+        data = synthetic(4 * args.batch)
+        print("data: synthetic (190-384 tokens, random features)")
     g = torch.Generator().manual_seed(1)
     tensors = {"embed": torch.randn(TARGET["vocab_size"], 576, generator=g) * 0.02, "final_norm": torch.ones(576)}
     print(f"CPU: {cpu_name()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
