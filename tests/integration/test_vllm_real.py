@@ -56,6 +56,10 @@ def check_decomposition(st: Store, r: dict) -> None:
     counters, the step timer inside the engine counted every step, and the identity is stored."""
     env = st.environment(r["environment_id"])
     assert env["engine"]["step_timing"] == "installed", env["engine"]
+    # engine.cpu_placement (default confine): vLLM bound its CPU worker, the frontend and engine core left it
+    import os
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert env["engine"]["cpu_placement"].startswith("workers on CPUs"), env["engine"]
     for m in st.measurements(r["trial_id"]):
         outs = [o for o in st.request_outputs(r["trial_id"], None) if o["measurement_id"] == m["id"]]
         decode_steps = sum(o["output_tokens"] - 1 - (o["spec_accepted_tokens"] or 0) for o in outs)
