@@ -8,7 +8,7 @@ included, where they take turns with the one thread that computes the model. `co
 puts every thread of the frontend and the engine core on the CPUs the workers were not bound to.
 
 Measured on a 2-core AMD EPYC (README, "Where the noise comes from"): four starts of one baseline
-configuration at concurrency 1 ran at 25.7-29.1 tok/s left to the OS, 27.3-28.7 confined.
+configuration at concurrency 1 averaged 25.7-29.1 tok/s left to the OS, 27.3-28.7 confined (window sd 7.7 % vs 4.0 %).
 
 Linux only (`/proc`, `sched_setaffinity`); elsewhere, and wherever the workers use every allowed CPU (a GPU
 engine's workers are not bound), nothing is moved and `CpuPlacement.reason` says why.
