@@ -6,7 +6,10 @@ clock the test sets (the real child is run by tests/integration/test_drafters_tr
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import pytest
 import torch
@@ -41,6 +44,38 @@ def test_step_plan_fits_the_time_left():
     assert plan_steps(4, 400, 100.0, 0.5) == 204
     assert plan_steps(4, 400, 1e6, 0.5) == 400  # never more than asked
     assert plan_steps(4, 400, -3.0, 0.5) == 5  # at least one more step
+    assert plan_steps(40, 400, -3.0, 0.5, at_least=0) == 40  # planning again: stop here when nothing fits
+
+
+def _timed_run(seconds: float, cost: Callable[[int], float]) -> tuple[dict, list[str]]:
+    """run_training on a one-weight model with a clock that advances by cost(step) seconds a step."""
+    from orchestrator.drafters.train.loop import run_training
+
+    now, lines = [0.0], []
+    model = torch.nn.Linear(1, 1)
+
+    def step_fn(idx, g):
+        now[0] += cost(len(steps_seen) + 1)
+        steps_seen.append(1)
+        return model(torch.ones(1, 1)).sum(), [0.0], [0.0], ""
+
+    steps_seen: list[int] = []
+    s = TrainSettings(method="eagle3", steps=30, batch_size=2, bf16_autocast=False)
+    run = run_training(s, model, Path(tempfile.mkdtemp()) / "ckpt.pt", 4, step_fn,
+                       lambda stage, i, n, note: lines.append(note) if note.startswith("budget") else None,
+                       seconds=seconds, clock=lambda: now[0])
+    return run, lines
+
+
+def test_a_budgeted_run_plans_again_at_the_rate_its_steps_run():
+    # slow first steps (10 s), then 1 s: the probe plans 10 steps, the next plan at the real rate all 30
+    run, lines = _timed_run(100.0, lambda k: 10.0 if k <= 4 else 1.0)
+    assert run["steps_done"] == run["planned_steps"] == 30
+    assert lines == ["budget: 10 of 30 steps fit (10.00 s a step)", "budget: 30 of 30 steps fit (1.00 s a step)"]
+    # fast probe, then 10 s steps: planned 30, cut back to what the time allows
+    run, lines = _timed_run(100.0, lambda k: 1.0 if k <= 4 else 10.0)
+    assert run["steps_done"] == run["planned_steps"] == 14
+    assert lines == ["budget: 14 of 30 steps fit (10.00 s a step)"]
 
 
 def test_training_follows_its_plan_and_a_resumed_run_keeps_it(tmp_path):
