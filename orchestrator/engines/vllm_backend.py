@@ -29,7 +29,7 @@ SPEC_METRICS = {
 }
 
 
-def vllm_env(cpu_kvcache_space_gb: float, cache_root: str, cpu_placement: str = "confine") -> dict[str, str]:
+def vllm_env(cpu_kvcache_space_gb: float, cache_root: str, cpu_placement: str) -> dict[str, str]:
     """Environment for an engine process (set before vllm is imported, via the actor's runtime_env)."""
     return {
         PLACEMENT_ENV: cpu_placement,

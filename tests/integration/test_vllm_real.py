@@ -3,6 +3,7 @@ SQLite and PostgreSQL. Minutes, not seconds: each engine start is 20-50 s on 2 c
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,6 @@ def check_decomposition(st: Store, r: dict) -> None:
     env = st.environment(r["environment_id"])
     assert env["engine"]["step_timing"] == "installed", env["engine"]
     # engine.cpu_placement (default confine): vLLM bound its CPU worker, the frontend and engine core left it
-    import os
     if len(os.sched_getaffinity(0)) >= 2:
         assert env["engine"]["cpu_placement"].startswith("workers on CPUs"), env["engine"]
     for m in st.measurements(r["trial_id"]):
