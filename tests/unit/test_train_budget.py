@@ -120,11 +120,13 @@ def test_generation_stops_before_a_chunk_past_its_deadline_and_continues(tmp_pat
     lines = []
     engine = FakeEngine(clock, chunk_s=10.0)
     # chunks of 128: the first ends at 10 s, the second at 20 s (10 + 10 <= 25), a third would end at 30 s
-    assert gen.generate_into(engine, prompts, out, None, 25.0, 0.0, clock=lambda: clock[0], emit=lines.append) == 256
+    assert gen.generate_into(engine, prompts, out, None, 25.0, 0.0, clock=lambda: clock[0], emit=lines.append,
+                             chunk=128) == 256
     assert engine.calls == [128, 128] and any(x.startswith("budget: stopped after 256") for x in lines)
     assert [r["prompt"] for r in gen.read_responses(out)] == prompts[:256]
     engine = FakeEngine(clock, chunk_s=10.0)
-    assert gen.generate_into(engine, prompts, out, None, None, clock[0], clock=lambda: clock[0], emit=lines.append) == 300
+    assert gen.generate_into(engine, prompts, out, None, None, clock[0], clock=lambda: clock[0], emit=lines.append,
+                             chunk=128) == 300
     assert engine.calls == [44]  # continued: only the prompts it did not have
     assert [r["prompt"] for r in gen.read_responses(out)] == prompts
     with pytest.raises(SystemExit, match="other prompts"):
@@ -152,7 +154,7 @@ def test_a_cut_run_is_reused_under_the_same_budget_and_continued_with_more(tmp_p
         # the child's loop in-process: each chunk of 128 "takes" 40 % of a 10-minute budget's response share
         engines.append(FakeEngine(clock, chunk_s=0.4 * 270))
         gen.generate_into(engines[-1], json.loads(prompts.read_text()), responses, None, seconds, clock[0],
-                          clock=lambda: clock[0], emit=lambda line: None)
+                          clock=lambda: clock[0], emit=lambda line: None, chunk=128)
         return []
 
     monkeypatch.setattr(run_mod, "_generate", fake_generate)
@@ -170,3 +172,15 @@ def test_a_cut_run_is_reused_under_the_same_budget_and_continued_with_more(tmp_p
     assert m_more["budget"]["limited"] is False and m_more["prompts"] == 300 and budget_text(m_more) is None
     assert m_more["stages"][2]["detail"]["resumed_from_step"] == 0  # ... and the drafter trained again
     assert m_more["data_hash"] != m["data_hash"]
+
+
+def test_the_responses_engine_computes_on_every_cpu_of_a_small_machine_only():
+    base = {"PATH": "/bin"}
+    env = run_mod.generation_env(base, [0, 1])
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0,1" and env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert run_mod.generation_env(base, [2, 5, 7])["VLLM_CPU_OMP_THREADS_BIND"] == "2,5,7"
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in run_mod.generation_env(base, list(range(16)))  # vLLM's own binding
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in run_mod.generation_env(base, [0])
+    mine = {"VLLM_CPU_OMP_THREADS_BIND": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}
+    assert run_mod.generation_env(mine, [0, 1])["VLLM_CPU_OMP_THREADS_BIND"] == "1"  # the user's value is kept
+    assert run_mod.generation_env(mine, [0, 1])["VLLM_CPU_KVCACHE_SPACE"] == "4"

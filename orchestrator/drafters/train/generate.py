@@ -4,8 +4,9 @@
 
 Appends one JSON object per prompt to OUT.jsonl, in prompt order: {"prompt": ..., "prompt_ids": [...],
 "response_ids": [...]}, continuing after the prompts the file already holds (a run that was stopped, or cut
-by its time budget, is continued, never redone). Prompts go to vLLM in chunks of CHUNK (large enough to keep
-its batch full); each chunk is flushed and fsynced before the next starts, so a kill loses at most the chunk
+by its time budget, is continued, never redone). Prompts go to vLLM in chunks of CHUNK, which is also the
+engine's max_num_seqs (one chunk fills the batch; 256 ran 1.2x faster than chunks of 128 on 2 cores, whose
+batch drained at each chunk's end); each chunk is flushed and fsynced before the next starts, so a kill loses at most the chunk
 in flight. After each chunk a line `progress DONE TOTAL TOKENS` on stdout tells the parent how far it is.
 SECONDS (optional): stop before a chunk that would end after that many seconds from this process's start,
 judged from the last chunk's time (the first chunk always runs). A child process keeps vLLM's memory and
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-CHUNK = 128
+CHUNK = 256
 
 
 def read_responses(path: Path) -> list[dict]:
@@ -46,7 +47,7 @@ def read_responses(path: Path) -> list[dict]:
 
 def generate_into(llm, prompts: list[str], out: Path, params, seconds: float | None,
                   t_start: float, clock: Callable[[], float] = time.perf_counter,
-                  emit: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+                  emit: Callable[[str], None] = lambda line: print(line, flush=True), chunk: int = CHUNK) -> int:
     """Append `llm`'s greedy responses to the prompts `out` does not hold yet, a chunk at a time; stop before a
     chunk that would end more than `seconds` after `t_start` (the last chunk's time is the estimate; the first
     chunk always runs); `params` are vLLM's SamplingParams. Returns how many prompts `out` holds."""
@@ -60,12 +61,12 @@ def generate_into(llm, prompts: list[str], out: Path, params, seconds: float | N
     t1 = clock()
     done, new_tokens, last_chunk = len(have), 0, 0.0
     with out.open("a", encoding="utf-8") as f:
-        for start in range(0, len(todo), CHUNK):
+        for start in range(0, len(todo), chunk):
             if seconds is not None and start and clock() - t_start + last_chunk > seconds:
                 emit(f"budget: stopped after {done} of {len(prompts)} prompts ({seconds:.0f} s)")
                 break
             t_chunk = clock()
-            part = todo[start: start + CHUNK]
+            part = todo[start: start + chunk]
             texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                              add_generation_prompt=True) for p in part]
             outs = llm.generate(texts, params, use_tqdm=False)
@@ -95,7 +96,7 @@ def main() -> None:
         return
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=model, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0)
+    llm = LLM(model=model, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0, max_num_seqs=CHUNK)
     generate_into(llm, prompts, out, SamplingParams(temperature=0.0, max_tokens=int(max_tokens)), seconds, t_start)
 
 

@@ -219,8 +219,7 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     t0 = time.perf_counter()
     if more:
         progress("responses", len(examples), len(prompts), "starting vLLM")
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
-                   VLLM_LOGGING_LEVEL=os.environ.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
+        env = generation_env(os.environ, _usable_cpus())
         st.detail["log"] = _generate(model_path, data_dir / "prompts.json", responses, s.max_tokens, env, progress,
                                      dtype.dtype, budget.seconds_left("responses"))
         examples = read_responses(responses)
@@ -332,6 +331,28 @@ def _write_with_manifest(method: str, out: Path, cfg: dict, weights: dict, manif
     if mask is not None:  # DFlash: the trained mask-slot embedding (vLLM reads mask_embedding.pt)
         extra["mask_embedding.pt"] = mask
     write_checkpoint(out, cfg, shapes, weights, extra_files=extra)
+
+
+# Below this many usable CPUs the responses' engine computes on all of them (see generation_env).
+ALL_CPUS_UP_TO = 4
+
+
+def _usable_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def generation_env(base: dict, cpus: list[int]) -> dict:
+    """The environment of the responses' vLLM child. vLLM's CPU backend binds its worker to all CPUs but one
+    (`VLLM_CPU_OMP_THREADS_BIND=auto` keeps one for the scheduler process); on a machine of ALL_CPUS_UP_TO CPUs
+    or fewer that idles a large share of it (half of 2 cores), and here nothing else runs beside the offline
+    engine, so the worker gets every usable CPU (on 2 cores 1.4x the generation rate). A value the user set is
+    kept, and larger machines keep vLLM's own binding. Benchmark engines are not started here: they keep
+    vLLM's binding (engine.cpu_placement)."""
+    env = dict(base, VLLM_CPU_KVCACHE_SPACE=base.get("VLLM_CPU_KVCACHE_SPACE", "2"),
+               VLLM_LOGGING_LEVEL=base.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
+    if "VLLM_CPU_OMP_THREADS_BIND" not in base and 1 < len(cpus) <= ALL_CPUS_UP_TO:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cpus)
+    return env
 
 
 def _generate(model_path: str, prompts: Path, responses: Path, max_tokens: int, env: dict,
