@@ -44,7 +44,7 @@ def main() -> None:
               f"{'' if time.perf_counter() - t0 > 5 else ' [cached drafter, figures from its manifest]'}")
     out, store = run_spec(f"""
         name: demo-drafters-bench
-        target: {{model: smollm2-135m-instruct, dtype: bfloat16, max_model_len: 2048}}
+        target: {{model: smollm2-135m-instruct, dtype: auto, max_model_len: 2048}}
         engine: {{backend: vllm, enforce_eager: true, cpu_kvcache_space_gb: 2}}
         workload: {{dataset: smoke, num_prompts: {a.prompts}, max_tokens: {a.max_tokens}}}
         methods:
@@ -57,15 +57,36 @@ def main() -> None:
     rows = store.trial_results("demo-drafters-bench")
     print(f"\nheld-out smoke prompts ({a.prompts} x <= {a.max_tokens} tokens), concurrency 1, T = 0, "
           f"{a.repeats} windows each:")
-    print(f"{'method':10} {'K':>3} {'tok/s':>7} {'speedup [95% CI]':>22} {'AL':>5}  acceptance by position")
+    print(f"{'method':10} {'K':>3} {'tok/s':>7} {'speedup [95% CI]':>22} {'AL':>6}  acceptance by position")
     for r in sorted(rows, key=lambda r: (r["method"] != "baseline", r["method"], r["num_speculative_tokens"] or 0)):
         pos = store.measurements(r["trial_id"])[0]["acceptance_per_pos"] or []
         ci = (f"{r['speedup']:.2f} [{r['speedup_ci_low']:.2f}-{r['speedup_ci_high']:.2f}]"
               if r.get("speedup_ci_low") is not None else (f"{r['speedup']:.2f}" if r.get("speedup") else "-"))
-        al = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}"
-        print(f"{r['method']:10} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>5}  "
+        al = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.3f}"
+        print(f"{r['method']:10} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>6}  "
               + " ".join(f"{p:.2f}" for p in pos) + (f"  flags: {r['flags']}" if r["flags"] else ""))
     print(f"\n{out.engine_starts} engine starts, sweep {out.wall_s:.0f} s")
+    by = {(r["method"], r["num_speculative_tokens"]): r for r in rows}
+    for line in target_lines(by):
+        print(line)
+
+
+def target_lines(by: dict) -> list[str]:
+    """Issues 7 and 17's targets, each with its figure and met / NOT met (rows keyed by (method, K))."""
+    out = []
+    for method in ("eagle3", "dflash"):
+        r = by.get((method, 3))
+        if r is None or r["acceptance_length"] is None:
+            out.append(f"{method}: no K = 3 row")
+            continue
+        al, lo = r["acceptance_length"], r.get("speedup_ci_low")
+        out.append(f"{method} K = 3: AL {al:.3f} >= 1.5: {'met' if al >= 1.5 else 'NOT met'}; speedup interval "
+                   f"above 1.0: {'met' if lo is not None and lo > 1.0 else 'NOT met'} (low {lo if lo is None else round(lo, 2)})")
+    k3, k7 = by.get(("dflash", 3)), by.get(("dflash", 7))
+    if k3 and k7 and k3["acceptance_length"] is not None and k7["acceptance_length"] is not None:
+        a3, a7 = k3["acceptance_length"], k7["acceptance_length"]
+        out.append(f"dflash AL at K = 7 ({a7:.4f}) above K = 3 ({a3:.4f}): {'met' if a7 > a3 else 'NOT met'}")
+    return out
 
 
 if __name__ == "__main__":
