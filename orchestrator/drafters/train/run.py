@@ -345,9 +345,9 @@ def generation_env(base: dict, cpus: list[int]) -> dict:
     """The environment of the responses' vLLM child. vLLM's CPU backend binds its worker to all CPUs but one
     (`VLLM_CPU_OMP_THREADS_BIND=auto` keeps one for the scheduler process); on a machine of ALL_CPUS_UP_TO CPUs
     or fewer that idles a large share of it (half of 2 cores), and here nothing else runs beside the offline
-    engine, so the worker gets every usable CPU (on 2 cores 1.4x the generation rate). A value the user set is
-    kept, and larger machines keep vLLM's own binding. Benchmark engines are not started here: they keep
-    vLLM's binding (engine.cpu_placement)."""
+    engine, so the worker gets every usable CPU (1.4x the generation rate on a 2-core AMD EPYC with
+    AVX512-BF16, bf16). A value the user set is kept, and larger machines keep vLLM's own binding. Benchmark
+    engines are not started here: they keep vLLM's binding (engine.cpu_placement)."""
     env = dict(base, VLLM_CPU_KVCACHE_SPACE=base.get("VLLM_CPU_KVCACHE_SPACE", "2"),
                VLLM_LOGGING_LEVEL=base.get("SPECSWEEP_ENGINE_LOG_LEVEL", "WARNING"))
     if "VLLM_CPU_OMP_THREADS_BIND" not in base and 1 < len(cpus) <= ALL_CPUS_UP_TO:
