@@ -30,7 +30,7 @@ def main() -> None:
     args = ap.parse_args()
     # one request of 100 tokens per trial: concurrency only labels the load point
     spec = SPEC.format(step=args.trial_seconds / 100, concurrencies=list(range(1, args.trials + 1)))
-    out, st = run_spec(spec, "overhead")
+    out, st = run_spec(spec, "overhead", progress=False)  # the controller alone, as before: no rendering
     rows = st.trials(out.sweep_id)
     work = sum((r["warmup_s"] or 0) + (r["measure_s"] or 0) for r in rows)
     start = rows[0]["engine_start_s"]
