@@ -151,12 +151,22 @@ def test_verify_runs_every_recommended_label(ray_session, write_spec, sqlite_url
     from orchestrator.store import Store
 
     st = Store(sqlite_url)
-    grid = GRID.replace("name: rec\n", "name: rec2\n").replace(
-        "  ngram: {num_speculative_tokens: [1, 4]}\n",
-        "  ngram: {num_speculative_tokens: [1, 4]}\n  lookup2: {method: ngram, num_speculative_tokens: [1, 4], "
-        "prompt_lookup_max: 2}\n")
+    # speculation wins by ~2-3x here (cheap drafts, high acceptance). With GRID's ~1.4x at concurrency 1, CI (this
+    # tier runs beside the vLLM engine tier on 2 cores) once saw no interval clear 1.0 for either label: K = 0
+    # everywhere, nothing to verify; this test is about verifying every label, not about where the margin lies.
+    grid = """
+name: rec2
+target: {model: fake-model}
+engine: {backend: fake, fake: {step_seconds: 0.02, token_cost: 0.05, acceptance: [0.95, 0.9, 0.9, 0.9]}}
+workload: {dataset: smoke, num_prompts: 8, max_tokens: 24, ignore_eos: true}
+methods:
+  ngram: {num_speculative_tokens: [1, 4]}
+  lookup2: {method: ngram, num_speculative_tokens: [1, 4], prompt_lookup_max: 2}
+space: {concurrency: [1]}
+measurement: {repeats: 3, warmup_requests: 0, noisy_cv: 5.0, order: blocked}
+"""
     run_sweep(load_spec(write_spec(grid)), st)
-    res = CliRunner().invoke(app, ["recommend", "rec2", "--store", sqlite_url, "--verify"])
+    res = CliRunner().invoke(app, ["recommend", "rec2", "--store", sqlite_url, "--verify", "--repeats", "2"])
     assert res.exit_code == 0, res.output
     recs = st.recommendations(st.get_sweep("rec2")["id"])
     assert sorted(r["method_label"] for r in recs) == ["lookup2", "ngram"]
