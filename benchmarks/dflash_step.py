@@ -1,7 +1,8 @@
 """Seconds per DFlash training step of the shipped recipe at the demo target's shape (SmolLM2-135M: hidden 576,
 9 heads, 30 layers, 49,152-token vocabulary), on synthetic responses of the demo's lengths, with every block
-run at the full block size (`forward`, how training ran before) and each block only as long as it is
-(`forward_by_length`, how it runs now). The figure is the drafter's own compute: with `--data` (a
+run at the full block size (`forward`, how training ran first), each block only as long as it is
+(`forward_by_length`), and that with the last layer computing only the slots that get a loss (`max_slot`,
+how it runs now). The figure is the drafter's own compute: with `--data` (a
 `features.pt` that `specsweep drafters train` wrote, under `$SPECSWEEP_CACHE/drafters/data/`) it runs on those
 responses, else on synthetic ones of 190-384 tokens (random features; no model or cache needed).
 
@@ -78,11 +79,9 @@ def main() -> None:
     print(f"recipe: block lengths {RECIPE.block_lens}, {RECIPE.anchors_per_seq} anchors, slots <= "
           f"{RECIPE.loss_max_slot}, batch {args.batch}")
     results = {}
-    for way in ("padded", "by_length"):
+    for way in ("padded", "by_length", "trained_slots"):
         _, model = build(TARGET, RECIPE, 16, data, tensors, seed=0)
-        if way == "padded":  # the forward training used before: every block at 16 slots
-            model.forward_by_length = lambda tokens, feats, anchors, lens, block_size, ctx_extra, m=model: m(
-                tokens, feats, anchors, lens, block_size=block_size, ctx_extra=ctx_extra)
+        model.forward_by_length = _way(model, way)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
         step = make_step_fn(model, data, replace(RECIPE), 16)
         times = []
@@ -97,7 +96,22 @@ def main() -> None:
                 times.append(time.perf_counter() - t0)
         results[way] = statistics.median(times)
         print(f"{way:>9}: {results[way]:.3f} s/step (median of {args.steps}; min {min(times):.3f}, max {max(times):.3f})")
-    print(f"by length / padded: {results['by_length'] / results['padded']:.2f}")
+    print(f"by length / padded: {results['by_length'] / results['padded']:.2f}; "
+          f"trained slots / padded: {results['trained_slots'] / results['padded']:.2f}")
+
+
+def _way(model, way: str):
+    """The forward the step runs: "padded" every block at 16 slots (training before issue 17's second
+    session); "by_length" each block as long as it is, every slot computed; "trained_slots" (how it runs
+    now) the last layer also skips the slots past the recipe's `loss_max_slot`."""
+    by_length = model.forward_by_length
+
+    def forward(tokens, feats, anchors, lens, block_size, ctx_extra, max_slot=None):
+        if way == "padded":
+            return model(tokens, feats, anchors, lens, block_size=block_size, ctx_extra=ctx_extra)
+        return by_length(tokens, feats, anchors, lens, block_size=block_size, ctx_extra=ctx_extra,
+                         max_slot=max_slot if way == "trained_slots" else None)
+    return forward
 
 
 if __name__ == "__main__":

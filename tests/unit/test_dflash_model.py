@@ -62,6 +62,33 @@ def test_blocks_run_by_length_give_the_padded_forwards_states_with_the_gradient(
     assert torch.allclose(g1, g2, atol=1e-10)
 
 
+def test_the_last_layer_computes_only_the_slots_that_get_a_loss_and_they_are_unchanged():
+    # training asks forward_by_length for slots 0..loss_max_slot only: the last layer then computes no query,
+    # attention output or MLP for later slots, which must still act as keys and values (in every layer), so
+    # the slots it returns are exactly the full pass's, gradients included
+    _, model = _model(DFlashRecipe(layers=2), block_size=8)
+    model = model.double()
+    data = synthetic_data()
+    x = torch.stack([data["tokens"][0][:20], data["tokens"][1][:20]])
+    f = torch.stack([data["features"][0][:20].double(), data["features"][1][:20].double()])
+    anchors = torch.tensor([[7, 12, 3, 9, 15], [4, 5, 16, 8, 11]])
+    lens = torch.tensor([[4, 8, 4, 2, 8], [8, 8, 2, 4, 8]])
+    full = model.forward_by_length(x, f, anchors, lens, block_size=8)
+    cut = model.forward_by_length(x, f, anchors, lens, block_size=8, max_slot=2)
+    kept = (torch.arange(8)[None, None] < lens[:, :, None]) & (torch.arange(8)[None, None] <= 2)
+    assert torch.allclose(cut[kept], full[kept], atol=1e-10)
+    assert (cut[~kept] == 0).all() and (full[~kept & (torch.arange(8)[None, None] < lens[:, :, None])] != 0).any()
+    # slots 3..7 matter to slots 0..2 (they are keys): dropping them from the block changes slot 1
+    short = model.forward_by_length(x, f, anchors, torch.full_like(lens, 3), block_size=8)
+    longer = lens > 3
+    assert not torch.allclose(short[longer][:, 1], full[longer][:, 1], atol=1e-6)
+    w = torch.randn(full[kept].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    g_full = torch.autograd.grad((full[kept] * w).sum(), model.layers[1].q_proj.weight)[0]
+    g_cut = torch.autograd.grad((cut[kept] * w).sum(), model.layers[1].q_proj.weight)[0]
+    assert g_full.abs().max() > 0
+    assert torch.allclose(g_full, g_cut, atol=1e-10)
+
+
 def test_the_training_step_runs_blocks_by_length_without_guidance():
     # the shipped recipe (no guidance) trains through forward_by_length; its loss equals the padded pass's
     recipe = replace(RECIPE, anchors_per_seq=6, draft_vocab=None, block_lens=(4, 8))
@@ -73,7 +100,7 @@ def test_the_training_step_runs_blocks_by_length_without_guidance():
     model.forward_by_length = lambda *a, **k: calls.append(1) or orig(*a, **k)
     loss_by_length = step([0, 1], torch.Generator().manual_seed(3))[0]
     assert calls
-    model.forward_by_length = lambda tokens, feats, anchors, lens, block_size, ctx_extra: model(
+    model.forward_by_length = lambda tokens, feats, anchors, lens, block_size, ctx_extra, max_slot: model(
         tokens, feats, anchors, lens, block_size=block_size, ctx_extra=ctx_extra)
     loss_padded = step([0, 1], torch.Generator().manual_seed(3))[0]
     assert abs(float(loss_by_length) - float(loss_padded)) < 1e-4

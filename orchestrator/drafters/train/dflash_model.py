@@ -45,15 +45,18 @@ class DFlashLayer(nn.Module):
         v = self.v_proj(ctx).view(B, L, self.KV, self.d)
         return k.repeat_interleave(rep, 2).transpose(1, 2), v.repeat_interleave(rep, 2).transpose(1, 2)
 
-    def forward(self, x, pos, kc, vc, ctx_ok, blk_ok, theta: float, probe_keys=None):
+    def forward(self, x, pos, kc, vc, ctx_ok, blk_ok, theta: float, probe_keys=None, n_query: int | None = None):
         """x (B, A, bs, h) residual stream of the blocks; pos (B, A, bs); kc/vc (B, H, L, d); ctx_ok (B, A, L)
         context keys visible to each block; blk_ok (B, A, bs) block keys that exist (the block's length).
         probe_keys (B, A) context position per block: also return each head's attention weight on it and on
-        the block's slot 0, (B, H, A, bs) each (training's attention guidance)."""
+        the block's slot 0, (B, H, A, bs) each (training's attention guidance). n_query: compute the output of
+        the first n_query slots only (every slot still serves as a key and value): exact for those slots, and
+        all a last layer needs when later slots get no logits."""
         B, A, bs, _ = x.shape
+        nq = bs if n_query is None else min(n_query, bs)
         rep = self.H // self.KV
         hq = self.input_layernorm(x)
-        q = rope(self.q_norm(self.q_proj(hq).view(B, A, bs, self.H, self.d)), pos, theta)
+        q = rope(self.q_norm(self.q_proj(hq[:, :, :nq]).view(B, A, nq, self.H, self.d)), pos[:, :, :nq], theta)
         k = rope(self.k_norm(self.k_proj(hq).view(B, A, bs, self.KV, self.d)), pos, theta).repeat_interleave(rep, 3)
         v = self.v_proj(hq).view(B, A, bs, self.KV, self.d).repeat_interleave(rep, 3)
         scale = 1.0 / math.sqrt(self.d)
@@ -66,12 +69,12 @@ class DFlashLayer(nn.Module):
         L = kc.shape[2]
         p = torch.softmax(torch.cat([s_ctx, s_blk], -1), -1)
         att = torch.einsum("bhasl,bhld->bhasd", p[..., :L], vc) + torch.einsum("bhast,bhatd->bhasd", p[..., L:], vh)
-        x = x + self.o_proj(att.permute(0, 2, 3, 1, 4).reshape(B, A, bs, self.H * self.d))
+        x = x[:, :, :nq] + self.o_proj(att.permute(0, 2, 3, 1, 4).reshape(B, A, nq, self.H * self.d))
         hm = self.post_attention_layernorm(x)
         out = x + self.down_proj(F.silu(self.gate_proj(hm)) * self.up_proj(hm))
         if probe_keys is None:
             return out
-        idx = probe_keys[:, None, :, None, None].expand(B, self.H, A, bs, 1)
+        idx = probe_keys[:, None, :, None, None].expand(B, self.H, A, nq, 1)
         return out, p[..., :L].gather(-1, idx)[..., 0], p[..., L]
 
     def weights(self, prefix: str) -> dict[str, torch.Tensor]:
@@ -127,13 +130,16 @@ class DFlashDrafter(nn.Module):
             blk_ok = torch.arange(block_size)[None, None, :] < block_lens[:, :, None]
         return self._blocks(tokens, ctx, kvs, anchors, blk_ok, block_size, ctx_extra, guide)
 
-    def forward_by_length(self, tokens, feats, anchors, block_lens, block_size: int = 16, ctx_extra: int = 0):
+    def forward_by_length(self, tokens, feats, anchors, block_lens, block_size: int = 16, ctx_extra: int = 0,
+                          max_slot: int | None = None):
         """The states `forward(tokens, feats, anchors, block_lens, block_size)` gives at every slot a block has
         (slots past a block's length are zeros here), computed with each block only as long as it is: the
         blocks of each length run as one batch of that length (padded per row to the row with the most of
         them), over the context K/V computed once. Same result to rounding (masked keys weigh exactly 0 in
         `forward`), for about (mean block length / block_size) of the slot work: training draws blocks of 4, 8
-        and 16 slots, so `forward` spent ~40 % of a step on slots that do not exist."""
+        and 16 slots, so `forward` spent ~40 % of a step on slots that do not exist. `max_slot`: states of slots
+        0..max_slot only (later ones are zeros too; they still act as keys and values in every layer): the last
+        layer then computes no query, attention output or MLP for slots that get no logits."""
         B, A = anchors.shape
         ctx, kvs = self._context(feats)
         out = None
@@ -144,11 +150,12 @@ class DFlashDrafter(nn.Module):
             order = torch.argsort((~sel).int(), dim=1, stable=True)[:, :width]  # (B, width): this length first
             valid = torch.arange(width)[None] < count[:, None]
             blk_ok = torch.ones(B, width, n, dtype=torch.bool)
-            states = self._blocks(tokens, ctx, kvs, anchors.gather(1, order), blk_ok, n, ctx_extra, False)
+            states = self._blocks(tokens, ctx, kvs, anchors.gather(1, order), blk_ok, n, ctx_extra, False,
+                                  None if max_slot is None else max_slot + 1)
             if out is None:
                 out = states.new_zeros(B, A, block_size, states.shape[-1])
             rows = torch.arange(B)[:, None].expand(B, width)[valid]
-            out = out.index_put((rows, order[valid]), F.pad(states[valid], (0, 0, 0, block_size - n)))
+            out = out.index_put((rows, order[valid]), F.pad(states[valid], (0, 0, 0, block_size - states.shape[2])))
         return out
 
     def _context(self, feats):
@@ -156,9 +163,11 @@ class DFlashDrafter(nn.Module):
         ctx = self.ctx_dropout(self.hidden_norm(self.fc(feats)))
         return ctx, [layer.context_kv(ctx, self.theta) for layer in self.layers]
 
-    def _blocks(self, tokens, ctx, kvs, anchors, blk_ok, bs: int, ctx_extra: int, guide: bool):
+    def _blocks(self, tokens, ctx, kvs, anchors, blk_ok, bs: int, ctx_extra: int, guide: bool,
+                n_query: int | None = None):
         """The decoder layers over the blocks anchored at `anchors` (B, A), bs slots each (blk_ok (B, A, bs):
-        the slots that exist), attending to the context before each anchor."""
+        the slots that exist), attending to the context before each anchor. n_query: the last layer computes
+        (and this returns) the first n_query slots' states only."""
         B, L = tokens.shape
         A = anchors.shape[1]
         ctx_ok = torch.arange(L)[None, None, :] < (anchors[:, :, None] + ctx_extra)
@@ -172,7 +181,8 @@ class DFlashDrafter(nn.Module):
                                               (anchors - 1 + ctx_extra).clamp(0, L - 1))
                 attn = (w_prev, w_anchor)
             else:
-                x = layer(x, pos, kc, vc, ctx_ok, blk_ok, self.theta)
+                x = layer(x, pos, kc, vc, ctx_ok, blk_ok, self.theta,
+                          n_query=n_query if n == len(self.layers) - 1 else None)
         return (self.norm(x), attn) if guide else self.norm(x)
 
     def logits(self, states: torch.Tensor) -> torch.Tensor:

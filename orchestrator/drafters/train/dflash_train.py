@@ -172,7 +172,7 @@ def make_step_fn(model: DFlashDrafter, data: dict, recipe: DFlashRecipe, bs: int
             states = model(tokens, feats, anchors, block_lens, block_size=bs, ctx_extra=recipe.ctx_extra, guide=True)
         else:  # each block only as long as it is (same states, ~40 % less slot work for blocks of 4/8/16)
             states = model.forward_by_length(tokens, feats, anchors, block_lens, block_size=bs,
-                                             ctx_extra=recipe.ctx_extra)
+                                             ctx_extra=recipe.ctx_extra, max_slot=recipe.loss_max_slot)
         guide_loss = None
         if recipe.guide > 0:
             states, (w_prev, w_anchor) = states
