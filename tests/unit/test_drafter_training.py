@@ -134,6 +134,18 @@ def test_training_prompts_are_distinct_deterministic_and_held_out():
     assert len({p.split()[0] for p in a}) >= 20
 
 
+def test_demo_heldout_prompts_are_new_prompts_of_the_training_stream():
+    d = TrainSettings()
+    train = training_prompts(d.num_prompts, d.seed)
+    prompts = load_prompts("demo-heldout", num_prompts=1000)
+    held = [p.messages[-1]["content"] for p in prompts]
+    assert len(held) == 64 and len(set(held)) == 64
+    assert not set(held) & set(train)  # never trained on by a default drafter
+    assert held == training_prompts(d.num_prompts + 64, d.seed)[d.num_prompts:]  # the same templates, next in line
+    assert all(p.messages == ({"role": "user", "content": h},) for p, h in zip(prompts, held))  # as trained: one turn
+    assert held == [p.messages[-1]["content"] for p in load_prompts("demo-heldout", num_prompts=1000)]
+
+
 def test_bad_inputs(tmp_path, monkeypatch):
     with pytest.raises(TrainError, match="--method"):
         train_drafter(TrainSettings(method="medusa"))
