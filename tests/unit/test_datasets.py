@@ -71,7 +71,7 @@ def test_bad_files(tmp_path, name, records, msg):
 
 
 def test_unknown_dataset_and_missing_file(tmp_path):
-    with pytest.raises(DatasetError, match="unknown dataset 'nope'; known datasets: custom, gsm8k"):
+    with pytest.raises(DatasetError, match="unknown dataset 'nope'; known datasets: custom, demo-heldout, gsm8k"):
         load_prompts("nope", num_prompts=1)
     with pytest.raises(DatasetError, match="file not found"):
         load_prompts("gsm8k", num_prompts=1, path=str(tmp_path / "missing.jsonl"))

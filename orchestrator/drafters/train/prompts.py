@@ -246,9 +246,9 @@ def near_duplicate(a: frozenset[str], b: frozenset[str]) -> bool:
 
 def training_prompts(n: int, seed: int = 0) -> list[str]:
     """`n` distinct prompts, none equal or close to an evaluation prompt (`smoke`); the families take turns."""
-    from ...datasets import load_prompts
+    from ...datasets.smoke import load_smoke  # the module, not the package: the package's demo-heldout uses us
 
-    held_out = [_words(p.messages[-1]["content"]) for p in load_prompts("smoke", num_prompts=1000)]
+    held_out = [_words(p.messages[-1]["content"]) for p in load_smoke()]
     rng = random.Random(seed)
     out: list[str] = []
     seen: set[str] = set()
