@@ -2,13 +2,16 @@
 number of steps on the cached demo training data (`specsweep drafters train` makes it), hold the last
 `--eval` responses out, and print each recipe's training accuracy (slots 1 and 2, mean of the last 20 steps)
 and its teacher-forced acceptance on the held-out responses at K = 3 and 7 — computed with the block of K + 1
-slots vLLM runs (dflash_model.teacher_forced), so AL here is what vLLM's counters would report at T = 0.
+slots vLLM runs (dflash_model.teacher_forced). The variants' AL is the mean over *every* answer position; vLLM
+drafts only where its previous step left off, crossing an easy stretch in few steps, so its counters report less
+(`--drafter` prints both: on the demo drafter, 1.546 every position / 1.460 along vLLM's walk on smoke).
 It also scores the same drafters on the `smoke` prompts (hand-written, disjoint from the training prompts: what
 `benchmarks/demo_drafters.py` measures in vLLM), teacher-forced on the target's greedy answers to them
 (made once with transformers and cached beside the training data).
 
     .venv/bin/python benchmarks/dflash_ablation.py --steps 120 [--only base,value_identity ...] [--json out.json]
-    .venv/bin/python benchmarks/dflash_ablation.py --drafter FOLDER   # score an exported drafter on smoke only
+    .venv/bin/python benchmarks/dflash_ablation.py --drafter FOLDER [--eval-sets smoke,demo-heldout] [--eval-prompts 16]
+        # score an exported drafter on those sets' answers (made once, cached) at K = 3, 7, 15
 
 Every variant starts from the same seed and draws the same batches. Prints the CPU it ran on.
 """
@@ -72,21 +75,26 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
 }
 
 
-def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path, max_tokens: int) -> dict:
-    """The target's greedy answers to the `smoke` prompts (transformers, `dtype`) with their features, cached."""
+def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path, max_tokens: int,
+                    dataset: str = "smoke") -> dict:
+    """The target's greedy answers to a dataset's prompts (`smoke`: all 40; transformers, `dtype`) with their
+    features, cached."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from orchestrator.datasets.base import load_prompts
     from orchestrator.drafters.train.features import compute_features
 
-    out = folder / f"smoke-eval-{dtype}-{max_tokens}.pt"
+    out = folder / f"{dataset}-eval-{dtype}-{max_tokens}.pt"
     if out.is_file():
         return torch.load(out, weights_only=False)
     tok = AutoTokenizer.from_pretrained(model_path)
     lm = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
     examples = []
-    for p in load_prompts("smoke", num_prompts=40):
+    prompts = load_prompts(dataset, num_prompts=1000)
+    for n, p in enumerate(prompts):
+        if n % 16 == 0:
+            print(f"  {dataset} answers: {n}/{len(prompts)}", flush=True)
         text = tok.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True)
         ids = tok(text, add_special_tokens=False)["input_ids"]
         with torch.inference_mode():
@@ -103,7 +111,11 @@ def main() -> int:
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--smoke-tokens", type=int, default=96, help="answer length of the smoke evaluation set")
     ap.add_argument("--drafter", default="", help="score this exported drafter folder (loaded as vLLM loads it) "
-                    "on the smoke prompts instead of training variants")
+                    "on the --eval-sets prompts instead of training variants")
+    ap.add_argument("--eval-sets", default="smoke", help="with --drafter: comma-separated datasets to score on "
+                    "(e.g. smoke,demo-heldout)")
+    ap.add_argument("--eval-prompts", type=int, default=0, help="with --drafter: score the first N answers of each "
+                    "set only (demo_drafters.py measures the first 16); 0 = all")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
@@ -133,13 +145,18 @@ def main() -> int:
         from orchestrator.drafters.train.dflash_model import load_dflash
 
         model = load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])
-        print(f"{args.drafter} on {len(smoke['tokens'])} smoke answers (<= {args.smoke_tokens} tokens), teacher-forced:")
-        for K in (3, 7, 15):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
-                ev = teacher_forced(model, smoke, list(range(len(smoke["tokens"]))), K)
-            print(f"  K={K:2}: AL {ev['al']:.3f}; accepted by position " + " ".join(f"{a:.2f}" for a in ev["accept_by_pos"])
-                  + "; slot accuracy " + " ".join(f"{a:.2f}" for a in ev["slot_acc"])
-                  + "; slot repeats its previous slot's token " + " ".join(f"{a:.2f}" for a in ev["slot_lag"][1:]))
+        for name in [x for x in args.eval_sets.split(",") if x]:
+            ds = smoke if name == "smoke" else smoke_eval_data(str(model_path), data["layers"], s0.resolved_dtype().dtype,
+                                                               feat_file.parent, args.smoke_tokens, name)
+            print(f"{args.drafter} on {args.eval_prompts or len(ds['tokens'])} {name} answers (<= {args.smoke_tokens} tokens), teacher-forced "
+                  "(AL at every position / along vLLM's walk):")
+            for K in (3, 7, 15):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
+                    ev = teacher_forced(model, ds, list(range(len(ds["tokens"])))[:args.eval_prompts or None], K)
+                print(f"  K={K:2}: AL {ev['al']:.3f} / {ev['al_walk']:.3f} ({ev['steps']} steps); accepted by position "
+                      + " ".join(f"{a:.2f}" for a in ev["accept_by_pos"])
+                      + "; slot accuracy " + " ".join(f"{a:.2f}" for a in ev["slot_acc"])
+                      + "; slot repeats its previous slot's token " + " ".join(f"{a:.2f}" for a in ev["slot_lag"][1:]), flush=True)
         return 0
     names = [x for x in args.only.split(",") if x] or list(VARIANTS)
     rows = []

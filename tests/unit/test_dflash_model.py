@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from orchestrator.drafters.train.dflash_model import teacher_forced
+from orchestrator.drafters.train.dflash_model import teacher_forced, vllm_walk
 from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe, build, make_step_fn, prefix_hit_prob
 from orchestrator.drafters.train.run import DEFAULT_LR, TrainSettings
 
@@ -149,6 +149,23 @@ def test_teacher_forced_acceptance_counts_the_bonus_token_and_stops_at_the_first
     r = teacher_forced(_Oracle(right={0, 2}), data, [0], K=3)  # a right third draft after a miss is not accepted
     assert r["al"] == pytest.approx(2.0) and r["accept_by_pos"] == pytest.approx([1.0, 0.0, 0.0])
     assert r["slot_acc"] == pytest.approx([1.0, 0.0, 1.0])  # ... though the slot itself was right
+
+
+def test_teacher_forced_walk_drafts_where_vllm_drafts_next():
+    data = {"tokens": [torch.arange(100, 110)], "prompt_lens": [4], "features": [torch.zeros(10, 3)]}
+    r = teacher_forced(_Oracle(right={0}), data, [0], K=3)  # one accepted + bonus: anchors 4, 6, 8
+    assert r["steps"] == 3 and r["al_walk"] == pytest.approx(2.0)
+    r = teacher_forced(_Oracle(right={0, 1, 2}), data, [0], K=3)  # 4 accepts 3 -> 8 accepts the 1 left
+    assert r["steps"] == 2 and r["al_walk"] == pytest.approx((4 + 2) / 2)
+    assert r["al"] == pytest.approx(1 + 12 / 5)  # every position: the easy stretch counted at each of its 5
+
+
+def test_vllm_walk_crosses_an_easy_stretch_in_one_step():
+    accepted = {0: 3, 1: 3, 2: 3, 3: 3, 4: 0, 5: 0, 6: 0, 7: 0}
+    assert vllm_walk(accepted, 0, 7) == [0, 4, 5, 6, 7]
+    walk = [1 + accepted[p] for p in vllm_walk(accepted, 0, 7)]
+    assert sum(walk) / len(walk) == pytest.approx(8 / 5)  # what vLLM's counters report: 8 tokens in 5 steps
+    assert sum(1 + a for a in accepted.values()) / len(accepted) == pytest.approx(2.5)  # the per-position mean
 
 
 def test_identity_value_path_and_full_width_kv_heads():
