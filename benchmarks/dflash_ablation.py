@@ -11,7 +11,8 @@ It also scores the same drafters on the `smoke` prompts (hand-written, disjoint 
 
     .venv/bin/python benchmarks/dflash_ablation.py --steps 120 [--only base,value_identity ...] [--json out.json]
     .venv/bin/python benchmarks/dflash_ablation.py --drafter FOLDER [--eval-sets smoke,demo-heldout] [--eval-prompts 16]
-        # score an exported drafter on those sets' answers (made once, cached) at K = 3, 7, 15
+        [--answers transformers|vllm]
+        # score an exported drafter on those sets' greedy answers (made once, cached) at K = 3, 7, 15
 
 Every variant starts from the same seed and draws the same batches. Prints the CPU it ran on.
 """
@@ -80,7 +81,6 @@ def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path
     """The target's greedy answers to a dataset's prompts (`smoke`: all 40; transformers, `dtype`) with their
     features, cached."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from orchestrator.datasets.base import load_prompts
     from orchestrator.drafters.train.features import compute_features
@@ -88,10 +88,19 @@ def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path
     out = folder / f"{dataset}-eval-{dtype}-{max_tokens}.pt"
     if out.is_file():
         return torch.load(out, weights_only=False)
+    prompts = load_prompts(dataset, num_prompts=1000)
+    return compute_features(model_path, transformers_answers(model_path, dtype, max_tokens, prompts, dataset),
+                            layers, out, dtype=dtype)
+
+
+def transformers_answers(model_path: str, dtype: str, max_tokens: int, prompts: list, dataset: str) -> list[dict]:
+    """Greedy answers from transformers, one prompt at a time: [{"prompt_ids", "response_ids"}]."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(model_path)
     lm = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
     examples = []
-    prompts = load_prompts(dataset, num_prompts=1000)
     for n, p in enumerate(prompts):
         if n % 16 == 0:
             print(f"  {dataset} answers: {n}/{len(prompts)}", flush=True)
@@ -100,6 +109,35 @@ def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path
         with torch.inference_mode():
             gen = lm.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False)
         examples.append({"prompt_ids": ids, "response_ids": gen[0, len(ids):].tolist()})
+    return examples
+
+
+def vllm_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path, max_tokens: int, dataset: str,
+                   n: int) -> dict:
+    """The first `n` prompts' greedy answers from vLLM itself (no speculation, one request at a time, as the
+    baseline of `demo_drafters.py` runs) with transformers' features of them, cached: teacher-forcing on these
+    instead of transformers' answers tells whether the answers explain a gap to vLLM's counters."""
+    import os
+
+    import torch
+
+    from orchestrator.datasets.base import load_prompts
+    from orchestrator.drafters.train.features import compute_features
+
+    out = folder / f"{dataset}-eval-vllm-{dtype}-{max_tokens}-{n}.pt"
+    if out.is_file():
+        return torch.load(out, weights_only=False)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    ids = [tok(tok.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True),
+               add_special_tokens=False)["input_ids"] for p in load_prompts(dataset, num_prompts=n)]
+    llm = LLM(model=model_path, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0, max_num_seqs=1)
+    outs = llm.generate([{"prompt_token_ids": i} for i in ids], SamplingParams(temperature=0.0, max_tokens=max_tokens))
+    examples = [{"prompt_ids": i, "response_ids": list(o.outputs[0].token_ids)} for i, o in zip(ids, outs)]
+    del llm
     return compute_features(model_path, examples, layers, out, dtype=dtype)
 
 
@@ -114,6 +152,8 @@ def main() -> int:
                     "on the --eval-sets prompts instead of training variants")
     ap.add_argument("--eval-sets", default="smoke", help="with --drafter: comma-separated datasets to score on "
                     "(e.g. smoke,demo-heldout)")
+    ap.add_argument("--answers", choices=("transformers", "vllm"), default="transformers", help="with --drafter: "
+                    "whose greedy answers to teacher-force on (vllm: vLLM's own, no speculation, one at a time)")
     ap.add_argument("--eval-prompts", type=int, default=0, help="with --drafter: score the first N answers of each "
                     "set only (demo_drafters.py measures the first 16); 0 = all")
     ap.add_argument("--json", default="")
@@ -142,13 +182,19 @@ def main() -> int:
     print(f"CPU: {_cpu_model()} ({' '.join(flags)}), {torch.get_num_threads()} threads; autocast bf16: "
           f"{s0.autocast}; {len(train_idx)} training / {len(eval_idx)} held-out responses; {args.steps} steps")
     if args.drafter:
+        from orchestrator.datasets.base import load_prompts
         from orchestrator.drafters.train.dflash_model import load_dflash
 
         model = load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])
         for name in [x for x in args.eval_sets.split(",") if x]:
-            ds = smoke if name == "smoke" else smoke_eval_data(str(model_path), data["layers"], s0.resolved_dtype().dtype,
-                                                               feat_file.parent, args.smoke_tokens, name)
-            print(f"{args.drafter} on {args.eval_prompts or len(ds['tokens'])} {name} answers (<= {args.smoke_tokens} tokens), teacher-forced "
+            dtype = s0.resolved_dtype().dtype
+            if args.answers == "vllm":
+                count = args.eval_prompts or len(load_prompts(name, num_prompts=1000))
+                ds = vllm_eval_data(str(model_path), data["layers"], dtype, feat_file.parent, args.smoke_tokens, name, count)
+            else:
+                ds = smoke if name == "smoke" else smoke_eval_data(str(model_path), data["layers"], dtype,
+                                                                   feat_file.parent, args.smoke_tokens, name)
+            print(f"{args.drafter} on {args.eval_prompts or len(ds['tokens'])} {name} {args.answers} answers (<= {args.smoke_tokens} tokens), teacher-forced "
                   "(AL at every position / along vLLM's walk):")
             for K in (3, 7, 15):
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
