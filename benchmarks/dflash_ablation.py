@@ -76,7 +76,7 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
 }
 
 
-def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path, max_tokens: int,
+def transformers_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path, max_tokens: int,
                     dataset: str = "smoke") -> dict:
     """The target's greedy answers to a dataset's prompts (`smoke`: all 40; transformers, `dtype`) with their
     features, cached."""
@@ -93,6 +93,12 @@ def smoke_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path
                             layers, out, dtype=dtype)
 
 
+def prompt_ids(tok, prompt) -> list[int]:
+    """A prompt's token ids under the target's chat template, as both answer makers feed it."""
+    text = tok.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
 def transformers_answers(model_path: str, dtype: str, max_tokens: int, prompts: list, dataset: str) -> list[dict]:
     """Greedy answers from transformers, one prompt at a time: [{"prompt_ids", "response_ids"}]."""
     import torch
@@ -104,8 +110,7 @@ def transformers_answers(model_path: str, dtype: str, max_tokens: int, prompts: 
     for n, p in enumerate(prompts):
         if n % 16 == 0:
             print(f"  {dataset} answers: {n}/{len(prompts)}", flush=True)
-        text = tok.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True)
-        ids = tok(text, add_special_tokens=False)["input_ids"]
+        ids = prompt_ids(tok, p)
         with torch.inference_mode():
             gen = lm.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False)
         examples.append({"prompt_ids": ids, "response_ids": gen[0, len(ids):].tolist()})
@@ -132,8 +137,7 @@ def vllm_eval_data(model_path: str, layers: list[int], dtype: str, folder: Path,
     from vllm import LLM, SamplingParams
 
     tok = AutoTokenizer.from_pretrained(model_path)
-    ids = [tok(tok.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True),
-               add_special_tokens=False)["input_ids"] for p in load_prompts(dataset, num_prompts=n)]
+    ids = [prompt_ids(tok, p) for p in load_prompts(dataset, num_prompts=n)]
     llm = LLM(model=model_path, dtype=dtype, max_model_len=1024, enforce_eager=True, seed=0, max_num_seqs=1)
     outs = llm.generate([{"prompt_token_ids": i} for i in ids], SamplingParams(temperature=0.0, max_tokens=max_tokens))
     examples = [{"prompt_ids": i, "response_ids": list(o.outputs[0].token_ids)} for i, o in zip(ids, outs)]
@@ -174,7 +178,7 @@ def main() -> int:
         return 2
     data = torch.load(feat_file, weights_only=False)
     tensors = target_tensors(model_path)
-    smoke = smoke_eval_data(str(model_path), data["layers"], s0.resolved_dtype().dtype, feat_file.parent,
+    smoke = transformers_eval_data(str(model_path), data["layers"], s0.resolved_dtype().dtype, feat_file.parent,
                             args.smoke_tokens)
     n = len(data["tokens"])
     train_idx, eval_idx = list(range(n - args.eval)), list(range(n - args.eval, n))
@@ -186,13 +190,13 @@ def main() -> int:
         from orchestrator.drafters.train.dflash_model import load_dflash
 
         model = load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])
+        dtype = s0.resolved_dtype().dtype
         for name in [x for x in args.eval_sets.split(",") if x]:
-            dtype = s0.resolved_dtype().dtype
             if args.answers == "vllm":
                 count = args.eval_prompts or len(load_prompts(name, num_prompts=1000))
                 ds = vllm_eval_data(str(model_path), data["layers"], dtype, feat_file.parent, args.smoke_tokens, name, count)
             else:
-                ds = smoke if name == "smoke" else smoke_eval_data(str(model_path), data["layers"], dtype,
+                ds = smoke if name == "smoke" else transformers_eval_data(str(model_path), data["layers"], dtype,
                                                                    feat_file.parent, args.smoke_tokens, name)
             print(f"{args.drafter} on {args.eval_prompts or len(ds['tokens'])} {name} {args.answers} answers (<= {args.smoke_tokens} tokens), teacher-forced "
                   "(AL at every position / along vLLM's walk):")

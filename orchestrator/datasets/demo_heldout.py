@@ -16,13 +16,10 @@ HELD_OUT = 64
 
 def heldout_prompts(num_train: int, seed: int, n: int = HELD_OUT) -> list[str]:
     """The `n` prompts that follow the first `num_train` of the training stream (`training_prompts` is a prefix
-    of itself for larger n, and never repeats a prompt)."""
+    of itself for larger n, and never repeats a prompt: these are none of the first `num_train`; tested)."""
     from ..drafters.train.prompts import training_prompts
 
-    stream = training_prompts(num_train + n, seed)
-    train, rest = stream[:num_train], stream[num_train:]
-    seen = set(train)
-    return [p for p in rest if p not in seen]
+    return training_prompts(num_train + n, seed)[num_train:]
 
 
 @register("demo-heldout")
