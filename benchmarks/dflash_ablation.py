@@ -4,7 +4,8 @@ number of steps on the cached demo training data (`specsweep drafters train` mak
 and its teacher-forced acceptance on the held-out responses at K = 3 and 7 — computed with the block of K + 1
 slots vLLM runs (dflash_model.teacher_forced). The variants' AL is the mean over *every* answer position; vLLM
 drafts only where its previous step left off, crossing an easy stretch in few steps, so its counters report less
-(`--drafter` prints both: on the demo drafter, 1.546 every position / 1.460 along vLLM's walk on smoke).
+(`--drafter` prints both: on the demo drafter, 1.546 every position / 1.460 along vLLM's walk on smoke;
+2026-12-04, 2-core AMD EPYC with AVX512-BF16, no AMX).
 It also scores the same drafters on the `smoke` prompts (hand-written, disjoint from the training prompts: what
 `benchmarks/demo_drafters.py` measures in vLLM), teacher-forced on the target's greedy answers to them
 (made once with transformers and cached beside the training data).
