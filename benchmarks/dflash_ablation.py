@@ -11,6 +11,7 @@ It also scores the same drafters on the `smoke` prompts (hand-written, disjoint 
 (made once with transformers and cached beside the training data).
 
     .venv/bin/python benchmarks/dflash_ablation.py --steps 120 [--only base,value_identity ...] [--json out.json]
+        [--eval-sets smoke,demo-heldout]  # also each variant's AL along vLLM's walk on those sets, K = 3 and 7
     .venv/bin/python benchmarks/dflash_ablation.py --drafter FOLDER [--eval-sets smoke,demo-heldout] [--eval-prompts 16]
         [--answers transformers|vllm]
         # score an exported drafter on those sets' greedy answers (made once, cached) at K = 3, 7, 15
@@ -74,6 +75,10 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
     # on the fastest plateau recipe (slots <= 6, no guidance): instead of the fixed decay, and on top of it
     "s6g0+accept": (replace(SHIPPED, loss_max_slot=6, guide=0.0, accept_weight=True, loss_decay=None), 3e-3),
     "s6g0+accept+decay1": (replace(SHIPPED, loss_max_slot=6, guide=0.0, accept_weight=True), 3e-3),
+    # issue 17's K = 7 target: under decay 1, slot 4 weighs exp(-3) = 0.05 of slot 1 and slot 7 gets no loss at
+    # all, so the slots K = 7 adds are barely trained; these give slots 1..7 more of the loss
+    "slots7+decay2": (replace(SHIPPED, loss_max_slot=7, loss_decay=2.0), 3e-3),
+    "slots7+uniform": (replace(SHIPPED, loss_max_slot=7, loss_decay=None), 3e-3),
 }
 
 
@@ -155,8 +160,9 @@ def main() -> int:
     ap.add_argument("--smoke-tokens", type=int, default=96, help="answer length of the smoke evaluation set")
     ap.add_argument("--drafter", default="", help="score this exported drafter folder (loaded as vLLM loads it) "
                     "on the --eval-sets prompts instead of training variants")
-    ap.add_argument("--eval-sets", default="smoke", help="with --drafter: comma-separated datasets to score on "
-                    "(e.g. smoke,demo-heldout)")
+    ap.add_argument("--eval-sets", default="smoke", help="comma-separated datasets to score on (e.g. "
+                    "smoke,demo-heldout): with --drafter, that drafter; else each variant, along vLLM's walk at K = 3 "
+                    "and 7, on a line of its own below its row")
     ap.add_argument("--answers", choices=("transformers", "vllm"), default="transformers", help="with --drafter: "
                     "whose greedy answers to teacher-force on (vllm: vLLM's own, no speculation, one at a time)")
     ap.add_argument("--eval-prompts", type=int, default=0, help="with --drafter: score the first N answers of each "
@@ -210,6 +216,10 @@ def main() -> int:
                       + "; slot repeats its previous slot's token " + " ".join(f"{a:.2f}" for a in ev["slot_lag"][1:]), flush=True)
         return 0
     names = [x for x in args.only.split(",") if x] or list(VARIANTS)
+    dtype = s0.resolved_dtype().dtype
+    eval_sets = {name: smoke if name == "smoke" else
+                 transformers_eval_data(str(model_path), data["layers"], dtype, feat_file.parent, args.smoke_tokens, name)
+                 for name in [x for x in args.eval_sets.split(",") if x]}
     rows = []
     print(f"{'variant':22} {'s/step':>6} {'tr1':>5} {'tr2':>5} | {'AL K=3':>6} {'AL K=7':>6} | smoke {'K=3':>5} "
           f"{'K=7':>5} | acceptance by position (K=7, smoke)")
@@ -235,6 +245,15 @@ def main() -> int:
         print(f"{name:22} {row['s_per_step']:6.2f} {tr[0]:5.2f} {tr[1]:5.2f} | {ev[3]['al']:6.3f} {ev[7]['al']:6.3f} | "
               f"smoke {ev_smoke[3]['al']:5.3f} {ev_smoke[7]['al']:5.3f} | "
               + " ".join(f"{a:.2f}" for a in ev_smoke[7]["accept_by_pos"]), flush=True)
+        row["walk"] = {}
+        for set_name, ds in eval_sets.items():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
+                w = {K: teacher_forced(model, ds, list(range(len(ds["tokens"]))), K) for K in (3, 7)}
+            row["walk"][set_name] = {f"al_walk_k{K}": w[K]["al_walk"] for K in w} | \
+                {f"al_k{K}": w[K]["al"] for K in w} | {"accept_by_pos_k7": w[7]["accept_by_pos"]}
+            print(f"{'':22} {set_name} ({len(ds['tokens'])}), along vLLM's walk: AL K=3 {w[3]['al_walk']:.3f}  "
+                  f"K=7 {w[7]['al_walk']:.3f} (K=7 - K=3 {w[7]['al_walk'] - w[3]['al_walk']:+.3f}); accepted by "
+                  "position (K=7, every position) " + " ".join(f"{a:.3f}" for a in w[7]["accept_by_pos"]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"cpu": _cpu_model(), "flags": flags, "steps": args.steps,
                                                "rows": rows}, indent=2))
