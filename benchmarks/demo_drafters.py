@@ -76,7 +76,7 @@ def main() -> None:
                   if r.get("speedup_ci_low") is not None else (f"{r['speedup']:.2f}" if r.get("speedup") else "-"))
             al = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.3f}"
             print(f"{r['method']:10} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>6}  "
-                  + " ".join(f"{p:.2f}" for p in pos) + (f"  flags: {r['flags']}" if r["flags"] else ""))
+                  + " ".join(f"{p:.3f}" for p in pos) + (f"  flags: {r['flags']}" if r["flags"] else ""))
         by = {(r["method"], r["num_speculative_tokens"]): r for r in these}
         for line in target_lines(by):
             print(f"  {dataset}: {line}")
