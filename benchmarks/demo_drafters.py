@@ -96,7 +96,10 @@ def target_lines(by: dict) -> list[str]:
     k3, k7 = by.get(("dflash", 3)), by.get(("dflash", 7))
     if k3 and k7 and k3["acceptance_length"] is not None and k7["acceptance_length"] is not None:
         a3, a7 = k3["acceptance_length"], k7["acceptance_length"]
-        out.append(f"dflash AL at K = 7 ({a7:.4f}) above K = 3 ({a3:.4f}): {'met' if a7 > a3 else 'NOT met'}")
+        lossy = [f"K = {k}" for k, r in ((3, k3), (7, k7)) if "lossy?" in (r.get("flags") or "")]
+        caveat = (f" (but {' and '.join(lossy)} answered differently from the baseline, flag lossy?: the two AL are "
+                  "over partly different text)") if lossy else ""
+        out.append(f"dflash AL at K = 7 ({a7:.4f}) above K = 3 ({a3:.4f}): {'met' if a7 > a3 else 'NOT met'}{caveat}")
     return out
 
 
