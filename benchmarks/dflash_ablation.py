@@ -185,8 +185,13 @@ def main() -> int:
         return 2
     data = torch.load(feat_file, weights_only=False)
     tensors = target_tensors(model_path)
-    smoke = transformers_eval_data(str(model_path), data["layers"], s0.resolved_dtype().dtype, feat_file.parent,
-                            args.smoke_tokens)
+    dtype = s0.resolved_dtype().dtype
+    smoke = transformers_eval_data(str(model_path), data["layers"], dtype, feat_file.parent, args.smoke_tokens)
+
+    def transformers_set(name: str) -> dict:
+        return smoke if name == "smoke" else transformers_eval_data(str(model_path), data["layers"], dtype,
+                                                                   feat_file.parent, args.smoke_tokens, name)
+
     n = len(data["tokens"])
     train_idx, eval_idx = list(range(n - args.eval)), list(range(n - args.eval, n))
     flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
@@ -197,14 +202,12 @@ def main() -> int:
         from orchestrator.drafters.train.dflash_model import load_dflash
 
         model = load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])
-        dtype = s0.resolved_dtype().dtype
         for name in [x for x in args.eval_sets.split(",") if x]:
             if args.answers == "vllm":
                 count = args.eval_prompts or len(load_prompts(name, num_prompts=1000))
                 ds = vllm_eval_data(str(model_path), data["layers"], dtype, feat_file.parent, args.smoke_tokens, name, count)
             else:
-                ds = smoke if name == "smoke" else transformers_eval_data(str(model_path), data["layers"], dtype,
-                                                                   feat_file.parent, args.smoke_tokens, name)
+                ds = transformers_set(name)
             print(f"{args.drafter} on {args.eval_prompts or len(ds['tokens'])} {name} {args.answers} answers (<= {args.smoke_tokens} tokens), teacher-forced "
                   "(AL at every position / along vLLM's walk):")
             for K in (3, 7, 15):
@@ -216,10 +219,7 @@ def main() -> int:
                       + "; slot repeats its previous slot's token " + " ".join(f"{a:.2f}" for a in ev["slot_lag"][1:]), flush=True)
         return 0
     names = [x for x in args.only.split(",") if x] or list(VARIANTS)
-    dtype = s0.resolved_dtype().dtype
-    eval_sets = {name: smoke if name == "smoke" else
-                 transformers_eval_data(str(model_path), data["layers"], dtype, feat_file.parent, args.smoke_tokens, name)
-                 for name in [x for x in args.eval_sets.split(",") if x]}
+    eval_sets = {name: transformers_set(name) for name in [x for x in args.eval_sets.split(",") if x]}
     rows = []
     print(f"{'variant':22} {'s/step':>6} {'tr1':>5} {'tr2':>5} | {'AL K=3':>6} {'AL K=7':>6} | smoke {'K=3':>5} "
           f"{'K=7':>5} | acceptance by position (K=7, smoke)")
@@ -234,7 +234,9 @@ def main() -> int:
         tr = [sum(h["accuracy"][j] for h in tail) / len(tail) for j in (0, 1)]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
             ev = {K: teacher_forced(model, data, eval_idx, K) for K in (3, 7)}
-            ev_smoke = {K: teacher_forced(model, smoke, list(range(len(smoke["tokens"]))), K) for K in (3, 7)}
+            scored = {set_name: {K: teacher_forced(model, ds, list(range(len(ds["tokens"]))), K) for K in (3, 7)}
+                      for set_name, ds in ({"smoke": smoke} | eval_sets).items()}  # each set once, smoke included
+        ev_smoke = scored["smoke"]
         row = {"variant": name, "recipe": recipe.describe(), "lr": lr, "s_per_step": secs / args.steps,
                "train_acc_slot1": tr[0], "train_acc_slot2": tr[1],
                "al_k3": ev[3]["al"], "al_k7": ev[7]["al"], "accept_by_pos_k7": ev[7]["accept_by_pos"],
@@ -247,8 +249,7 @@ def main() -> int:
               + " ".join(f"{a:.2f}" for a in ev_smoke[7]["accept_by_pos"]), flush=True)
         row["walk"] = {}
         for set_name, ds in eval_sets.items():
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
-                w = {K: teacher_forced(model, ds, list(range(len(ds["tokens"]))), K) for K in (3, 7)}
+            w = scored[set_name]
             row["walk"][set_name] = {f"al_walk_k{K}": w[K]["al_walk"] for K in w} | \
                 {f"al_k{K}": w[K]["al"] for K in w} | {"accept_by_pos_k7": w[7]["accept_by_pos"]}
             print(f"{'':22} {set_name} ({len(ds['tokens'])}), along vLLM's walk: AL K=3 {w[3]['al_walk']:.3f}  "
