@@ -79,6 +79,13 @@ VARIANTS: dict[str, tuple[DFlashRecipe, float]] = {
     # all, so the slots K = 7 adds are barely trained; these give slots 1..7 more of the loss
     "slots7+decay2": (replace(SHIPPED, loss_max_slot=7, loss_decay=2.0), 3e-3),
     "slots7+uniform": (replace(SHIPPED, loss_max_slot=7, loss_decay=None), 3e-3),
+    # one layer gives every mask slot the same query before RoPE (vLLM embeds them all with one mask vector);
+    # a second layer gives each its own. With slots 1-7 weighted (decay 2), at full and at half MLP width
+    "layers2+slots7+decay2": (replace(SHIPPED, layers=2, loss_max_slot=7, loss_decay=2.0), 3e-3),
+    "layers2+slots7+decay2+ffn768": (replace(SHIPPED, layers=2, loss_max_slot=7, loss_decay=2.0,
+                                             intermediate_size=768), 3e-3),
+    "layers2+slots7+decay1.5+ffn768": (replace(SHIPPED, layers=2, loss_max_slot=7, loss_decay=1.5,
+                                               intermediate_size=768), 3e-3),
 }
 
 

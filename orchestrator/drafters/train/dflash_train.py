@@ -55,6 +55,8 @@ class DFlashRecipe:
     accept_weight: bool = False  # slot j's loss is also weighted by the drafter's own (detached) probability of
     # the right tokens at slots 1..j-1 of that block: a draft counts only up to its first miss, so slot 2 learns
     # most where slot 1 is likely right (acceptance-aware training, as HASS/GRIFFIN weight later draft steps)
+    intermediate_size: int | None = None  # the drafter's MLP width (config.json `intermediate_size`, which vLLM
+    # reads); None: the target's (1,536 for SmolLM2-135M)
 
     def describe(self) -> dict:
         """The recipe as it enters the drafter's cache key; knobs added later are left out while at their
@@ -66,7 +68,8 @@ class DFlashRecipe:
         return d
 
 
-_LATER_KNOBS = {"loss_max_slot": None, "freeze_lm_head": False, "ctx_dropout": 0.0, "accept_weight": False}
+_LATER_KNOBS = {"loss_max_slot": None, "freeze_lm_head": False, "ctx_dropout": 0.0, "accept_weight": False,
+                "intermediate_size": None}
 
 
 # What the demo ships, from the ablation (README "The drafter demo"): full-width K/V heads with an identity
@@ -82,6 +85,8 @@ RECIPE = DFlashRecipe(kv_heads=None, value_init="identity", guide=0.0, anchors_p
 def drafter_config(target_cfg: dict, recipe: DFlashRecipe, block_size: int, draft_vocab_size: int | None) -> dict:
     cfg = dflash_config(target_cfg, block_size=block_size)
     cfg["num_hidden_layers"] = recipe.layers
+    if recipe.intermediate_size is not None:
+        cfg["intermediate_size"] = recipe.intermediate_size
     if recipe.kv_heads is not None:
         cfg["num_key_value_heads"] = recipe.kv_heads
     elif recipe.value_init == "identity":
