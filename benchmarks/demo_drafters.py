@@ -10,7 +10,14 @@ acceptance per position and tok/s, per set:
 Each method's engine serves both sets (a set is a load point: no restart).
 
     .venv/bin/python benchmarks/demo_drafters.py [--prompts 16] [--max-tokens 96] [--repeats 3] [--fresh]
-                                                 [--datasets smoke,demo-heldout]
+                                                 [--datasets smoke,demo-heldout] [--dtype auto]
+                                                 [--dflash-k 3,7,15] [--dflash-variant NAME]
+
+`--dtype float32` serves the target in float32 even where bf16 is native: verification is then exact enough
+that every method answers what the baseline answers (no `lossy?` rows), so DFlash's AL at K = 3 and K = 7 is
+over the same text. `--dflash-variant NAME` also trains (or reuses) a candidate DFlash recipe, a name from
+`benchmarks/dflash_ablation.py`'s VARIANTS, and measures it as `dflash-NAME` beside the shipped drafter in the
+same run (same machine, prompts and windows); it is cached under its own key and never becomes `trained:dflash`.
 
 The drafters are the cached ones (`specsweep drafters train` makes them; trained here when missing);
 `--fresh` trains both in an empty temporary cache (and converts the demo model there) to time a first run.
@@ -32,6 +39,8 @@ from _common import fresh_cache, run_spec  # noqa: E402
 
 from orchestrator.drafters.train.run import TrainSettings, train_drafter  # noqa: E402
 
+DTYPES = ("auto", "float32", "bfloat16")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -40,26 +49,48 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--fresh", action="store_true", help="train both drafters in an empty temporary cache")
     ap.add_argument("--datasets", default="smoke,demo-heldout", help="comma-separated prompt sets, each measured")
+    ap.add_argument("--dtype", default="auto", choices=DTYPES, help="the target's dtype while measuring")
+    ap.add_argument("--dflash-k", default="3,7,15", help="comma-separated draft lengths for DFlash (block 16: <= 15)")
+    ap.add_argument("--dflash-variant", default=None, metavar="NAME",
+                    help="also train and measure this DFlash recipe (a name in dflash_ablation.py's VARIANTS)")
     a = ap.parse_args()
     datasets = [d for d in a.datasets.split(",") if d]
+    try:
+        ks = sorted({int(k) for k in a.dflash_k.split(",") if k.strip()})
+    except ValueError:
+        ap.error(f"--dflash-k {a.dflash_k!r}: comma-separated integers 1..15")
+    if not ks or not all(1 <= k <= 15 for k in ks):
+        ap.error(f"--dflash-k {a.dflash_k!r}: comma-separated integers 1..15")
+    trainings = [("eagle3", TrainSettings(method="eagle3")), ("dflash", TrainSettings(method="dflash"))]
+    if a.dflash_variant:
+        from dflash_ablation import VARIANTS
+
+        if a.dflash_variant not in VARIANTS:
+            ap.error(f"--dflash-variant {a.dflash_variant!r}: allowed " + ", ".join(VARIANTS))
+        recipe, lr = VARIANTS[a.dflash_variant]
+        trainings.append((f"dflash-{a.dflash_variant}", TrainSettings(method="dflash", dflash_recipe=recipe, lr=lr)))
     if a.fresh:
         print(f"empty cache: {fresh_cache()}")
-    for method in ("eagle3", "dflash"):
+    folders = {}
+    for label, settings in trainings:
         t0 = time.perf_counter()
-        folder, m = train_drafter(TrainSettings(method=method))
+        folders[label], m = train_drafter(settings)
         stages = ", ".join(f"{s['name']} {s['seconds']:.0f} s{' (cached)' if s['cached'] else ''}" for s in m["stages"])
-        print(f"{method}: {folder}\n  trained in {m['total_seconds'] / 60:.1f} min ({stages}); {m['steps_done']} steps; "
-              f"final accuracy {[round(x, 2) for x in m['final_accuracy'] if x is not None]}"
+        print(f"{label}: {folders[label]}\n  trained in {m['total_seconds'] / 60:.1f} min ({stages}); "
+              f"{m['steps_done']} steps; final accuracy {[round(x, 2) for x in m['final_accuracy'] if x is not None]}"
               f"{'' if time.perf_counter() - t0 > 5 else ' [cached drafter, figures from its manifest]'}")
+    k_list = ", ".join(map(str, ks))
+    variant_line = (f'\n          dflash-{a.dflash_variant}: {{method: dflash, model: "{folders[trainings[-1][0]]}", '
+                    f"num_speculative_tokens: [{k_list}]}}") if a.dflash_variant else ""
     out, store = run_spec(f"""
         name: demo-drafters-bench
-        target: {{model: smollm2-135m-instruct, dtype: auto, max_model_len: 2048}}
+        target: {{model: smollm2-135m-instruct, dtype: {a.dtype}, max_model_len: 2048}}
         engine: {{backend: vllm, enforce_eager: true, cpu_kvcache_space_gb: 2}}
         workload: {{dataset: [{", ".join(datasets)}], num_prompts: {a.prompts}, max_tokens: {a.max_tokens}}}
         methods:
           baseline: {{}}
           eagle3: {{model: "trained:eagle3", num_speculative_tokens: 3}}
-          dflash: {{model: "trained:dflash", num_speculative_tokens: [3, 7, 15]}}
+          dflash: {{model: "trained:dflash", num_speculative_tokens: [{k_list}]}}{variant_line}
         space: {{concurrency: [1]}}
         measurement: {{repeats: {a.repeats}, order: blocked, discard_first_window: false, warmup_requests: 2}}
         """, "demo-drafters-bench")
@@ -68,24 +99,27 @@ def main() -> None:
     for dataset in datasets:
         print(f"\nheld-out {dataset} prompts ({a.prompts} x <= {a.max_tokens} tokens), concurrency 1, T = 0, "
               f"{a.repeats} windows each:")
-        print(f"{'method':10} {'K':>3} {'tok/s':>7} {'speedup [95% CI]':>22} {'AL':>6}  acceptance by position")
         these = [r for r in rows if r["dataset"] == dataset]
-        for r in sorted(these, key=lambda r: (r["method"] != "baseline", r["method"], r["num_speculative_tokens"] or 0)):
+        w = max([10] + [len(r["label"]) for r in these])
+        print(f"{'method':{w}} {'K':>3} {'tok/s':>7} {'speedup [95% CI]':>22} {'AL':>6}  acceptance by position")
+        for r in sorted(these, key=lambda r: (r["method"] != "baseline", r["label"], r["num_speculative_tokens"] or 0)):
             pos = store.measurements(r["trial_id"])[0]["acceptance_per_pos"] or []
             ci = (f"{r['speedup']:.2f} [{r['speedup_ci_low']:.2f}-{r['speedup_ci_high']:.2f}]"
                   if r.get("speedup_ci_low") is not None else (f"{r['speedup']:.2f}" if r.get("speedup") else "-"))
             al = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.3f}"
-            print(f"{r['method']:10} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>6}  "
+            print(f"{r['label']:{w}} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>6}  "
                   + " ".join(f"{p:.3f}" for p in pos) + (f"  flags: {r['flags']}" if r["flags"] else ""))
-        by = {(r["method"], r["num_speculative_tokens"]): r for r in these}
-        for line in target_lines(by):
+        by = {(r["label"], r["num_speculative_tokens"]): r for r in these}
+        labels = [label for label, _ in trainings]
+        for line in target_lines(by, labels):
             print(f"  {dataset}: {line}")
 
 
-def target_lines(by: dict) -> list[str]:
-    """Issues 7 and 17's targets, each with its figure and met / NOT met (rows keyed by (method, K))."""
+def target_lines(by: dict, labels: tuple[str, ...] | list[str] = ("eagle3", "dflash")) -> list[str]:
+    """Issues 7 and 17's targets, each with its figure and met / NOT met (rows keyed by (label, K)); the K = 7
+    verdict for every DFlash label (the shipped drafter and a --dflash-variant)."""
     out = []
-    for method in ("eagle3", "dflash"):
+    for method in labels:
         r = by.get((method, 3))
         if r is None or r["acceptance_length"] is None:
             out.append(f"{method}: no K = 3 row")
@@ -93,13 +127,15 @@ def target_lines(by: dict) -> list[str]:
         al, lo = r["acceptance_length"], r.get("speedup_ci_low")
         out.append(f"{method} K = 3: AL {al:.3f} >= 1.5: {'met' if al >= 1.5 else 'NOT met'}; speedup interval "
                    f"above 1.0: {'met' if lo is not None and lo > 1.0 else 'NOT met'} (low {lo if lo is None else round(lo, 2)})")
-    k3, k7 = by.get(("dflash", 3)), by.get(("dflash", 7))
-    if k3 and k7 and k3["acceptance_length"] is not None and k7["acceptance_length"] is not None:
+    for label in (x for x in labels if x.startswith("dflash")):
+        k3, k7 = by.get((label, 3)), by.get((label, 7))
+        if not (k3 and k7 and k3["acceptance_length"] is not None and k7["acceptance_length"] is not None):
+            continue
         a3, a7 = k3["acceptance_length"], k7["acceptance_length"]
         lossy = [f"K = {k}" for k, r in ((3, k3), (7, k7)) if "lossy?" in (r.get("flags") or "")]
         caveat = (f" (but {' and '.join(lossy)} answered differently from the baseline, flag lossy?: the two AL are "
                   "over partly different text)") if lossy else ""
-        out.append(f"dflash AL at K = 7 ({a7:.4f}) above K = 3 ({a3:.4f}): {'met' if a7 > a3 else 'NOT met'}{caveat}")
+        out.append(f"{label} AL at K = 7 ({a7:.4f}) above K = 3 ({a3:.4f}): {'met' if a7 > a3 else 'NOT met'}{caveat}")
     return out
 
 

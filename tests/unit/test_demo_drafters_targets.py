@@ -39,3 +39,14 @@ def test_k7_verdict_plain_when_no_row_is_lossy(tmp_path, monkeypatch):
     by = {("dflash", 3): _row(1.637), ("dflash", 7): _row(1.618)}
     line = [x for x in target_lines(by) if x.startswith("dflash AL at K = 7")][0]
     assert line.endswith("NOT met")
+
+
+def test_a_dflash_variant_gets_its_own_targets_and_k7_verdict(tmp_path, monkeypatch):
+    target_lines = _target_lines(tmp_path, monkeypatch)
+    by = {("dflash", 3): _row(1.55), ("dflash", 7): _row(1.54), ("dflash-v", 3): _row(1.45, low=0.9),
+          ("dflash-v", 7): _row(1.50)}
+    lines = target_lines(by, ["eagle3", "dflash", "dflash-v"])
+    assert "eagle3: no K = 3 row" in lines
+    assert [x for x in lines if x.startswith("dflash-v K = 3")] == [
+        "dflash-v K = 3: AL 1.450 >= 1.5: NOT met; speedup interval above 1.0: NOT met (low 0.9)"]
+    assert [x.rsplit(": ", 1)[1] for x in lines if "AL at K = 7" in x] == ["NOT met", "met"]  # shipped, variant

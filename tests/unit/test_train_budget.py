@@ -184,3 +184,30 @@ def test_the_responses_engine_computes_on_every_cpu_of_a_small_machine_only():
     mine = {"VLLM_CPU_OMP_THREADS_BIND": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}
     assert run_mod.generation_env(mine, [0, 1])["VLLM_CPU_OMP_THREADS_BIND"] == "1"  # the user's value is kept
     assert run_mod.generation_env(mine, [0, 1])["VLLM_CPU_KVCACHE_SPACE"] == "4"
+
+
+def test_a_dflash_recipe_given_in_the_settings_is_trained_apart_from_the_shipped_drafter(tmp_path, monkeypatch,
+                                                                                        tiny_target):
+    # benchmarks/demo_drafters.py --dflash-variant: a candidate recipe trained and measured beside the shipped one
+    from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe
+    from orchestrator.drafters.train.run import TrainError
+
+    def fake_generate(model_path, prompts, responses, max_tokens, env, progress, dtype, seconds=None):
+        gen.generate_into(FakeEngine([0.0], 1.0), json.loads(prompts.read_text()), responses, None, None, 0.0,
+                          emit=lambda line: None)
+        return []
+
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(run_mod, "_generate", fake_generate)
+    common = dict(method="dflash", target=str(tiny_target), num_prompts=16, max_tokens=12, steps=2, batch_size=2,
+                  block_size=4, budget_minutes=None)
+    two_layers = DFlashRecipe(layers=2, anchors_per_seq=2, block_lens=(4,), intermediate_size=48)
+    assert TrainSettings(**common, dflash_recipe=RECIPE).key() == TrainSettings(**common).key()  # the shipped one
+    variant = TrainSettings(**common, dflash_recipe=two_layers)
+    assert variant.key() != TrainSettings(**common).key() and variant.data_key() == TrainSettings(**common).data_key()
+    folder, m = train_drafter(variant)
+    cfg = json.loads((folder / "config.json").read_text())
+    assert (cfg["num_hidden_layers"], cfg["intermediate_size"]) == (2, 48)  # the given recipe, not RECIPE (1 layer)
+    assert m["stages"][2]["detail"]["recipe"]["layers"] == 2
+    with pytest.raises(TrainError, match="dflash_recipe"):
+        TrainSettings(method="eagle3", dflash_recipe=two_layers)

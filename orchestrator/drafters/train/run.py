@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ...engines.dtype import DtypeChoice, resolve_dtype
 from ...environment import cpu_flags, isa_cap
@@ -57,6 +57,10 @@ class TrainSettings:
     # first-run time budget (budget.py): on a slow CPU, fewer responses, features and steps so that a run from an
     # empty cache ends within about this long; None or 0: no budget. Not part of any cache key.
     budget_minutes: float | None = DEFAULT_BUDGET_MINUTES
+    # dflash: the recipe trained (dflash_train.DFlashRecipe); None: the one the demo ships (dflash_train.RECIPE).
+    # Another recipe is another drafter (its own cache key) and is never what `trained:dflash` means, so a
+    # benchmark can measure a candidate beside the shipped drafter in one run (benchmarks/demo_drafters.py).
+    dflash_recipe: Any = None
 
     def __post_init__(self) -> None:
         if self.steps is None:
@@ -65,6 +69,19 @@ class TrainSettings:
             object.__setattr__(self, "lr", DEFAULT_LR.get(self.method, 1e-3))
         if self.dtype not in ("auto", "bfloat16", "float32"):
             raise TrainError(f"dtype {self.dtype!r}: allowed auto, bfloat16, float32")
+        if self.dflash_recipe is not None:
+            from .dflash_train import RECIPE, DFlashRecipe
+
+            if self.method != "dflash" or not isinstance(self.dflash_recipe, DFlashRecipe):
+                raise TrainError("dflash_recipe: a DFlashRecipe, for method dflash only")
+            if self.dflash_recipe == RECIPE:
+                object.__setattr__(self, "dflash_recipe", None)  # the shipped one: the default drafter
+
+    def recipe(self):
+        """dflash: the recipe trained."""
+        from .dflash_train import RECIPE
+
+        return self.dflash_recipe or RECIPE
 
     def resolved_dtype(self) -> DtypeChoice:
         """`auto` resolved for this machine's CPU (engines/dtype.py): the data's dtype is part of its identity."""
@@ -91,17 +108,16 @@ class TrainSettings:
         d.pop("max_minutes")
         d.pop("budget_minutes")
         d.pop("dtype")  # in the data key, as resolved
+        d.pop("dflash_recipe")  # in d["recipe"] below
         d["bf16_autocast"] = self.autocast
         d["data"] = self.data_key()
         if self.method == "eagle3":
             d.pop("block_size")
         else:
-            from .dflash_train import RECIPE
-
             d.pop("ttt_steps")
             d.pop("soft_labels")
             d.pop("draft_vocab_size")
-            d["recipe"] = RECIPE.describe()  # a new recipe is a new drafter, never a cached old one
+            d["recipe"] = self.recipe().describe()  # a new recipe is a new drafter, never a cached old one
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -268,8 +284,9 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         from .dflash_train import train_dflash as trainer
     st = Stage("training")
     t0 = time.perf_counter()
+    extra = {"recipe": s.recipe()} if s.method == "dflash" else {}
     cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress,
-                                   seconds=budget.seconds_left("training"))
+                                   seconds=budget.seconds_left("training"), **extra)
     budget.cut("training", result["planned_steps"], s.steps)
     st.seconds = time.perf_counter() - t0
     st.detail = result
