@@ -17,7 +17,9 @@ The target is served in float32 (`--dtype`, default float32, on every CPU): veri
 that every method answers what the baseline answers (no `lossy?` rows; 2026-12-06, AVX512-BF16 EPYC), so
 DFlash's AL at K = 3 and K = 7 is over the same text and the K = 7 target is a paired comparison. Under bf16
 (`--dtype auto` on a native-bf16 CPU) a block of 8 slots rounds differently from a block of 4 and K = 7's
-answers drift from K = 3's (rows flagged `lossy?`), which made earlier K = 7 verdicts noise. `--dflash-variant NAME` also trains (or reuses) a candidate DFlash recipe, a name from
+answers drift from K = 3's (rows flagged `lossy?`), which made earlier K = 7 verdicts noise.
+
+`--dflash-variant NAME` also trains (or reuses) a candidate DFlash recipe, a name from
 `benchmarks/dflash_ablation.py`'s VARIANTS, and measures it as `dflash-NAME` beside the shipped drafter in the
 same run (same machine, prompts and windows); it is cached under its own key and never becomes `trained:dflash`.
 
@@ -58,20 +60,23 @@ def main() -> None:
                     help="also train and measure this DFlash recipe (a name in dflash_ablation.py's VARIANTS)")
     a = ap.parse_args()
     datasets = [d for d in a.datasets.split(",") if d]
+    bad_k = f"--dflash-k {a.dflash_k!r}: comma-separated integers 1..15"
     try:
         ks = sorted({int(k) for k in a.dflash_k.split(",") if k.strip()})
     except ValueError:
-        ap.error(f"--dflash-k {a.dflash_k!r}: comma-separated integers 1..15")
+        ap.error(bad_k)
     if not ks or not all(1 <= k <= 15 for k in ks):
-        ap.error(f"--dflash-k {a.dflash_k!r}: comma-separated integers 1..15")
+        ap.error(bad_k)
     trainings = [("eagle3", TrainSettings(method="eagle3")), ("dflash", TrainSettings(method="dflash"))]
-    if a.dflash_variant:
+    variant = f"dflash-{a.dflash_variant}" if a.dflash_variant else None
+    if variant:
         from dflash_ablation import VARIANTS
 
         if a.dflash_variant not in VARIANTS:
             ap.error(f"--dflash-variant {a.dflash_variant!r}: allowed " + ", ".join(VARIANTS))
         recipe, lr = VARIANTS[a.dflash_variant]
-        trainings.append((f"dflash-{a.dflash_variant}", TrainSettings(method="dflash", dflash_recipe=recipe, lr=lr)))
+        trainings.append((variant, TrainSettings(method="dflash", dflash_recipe=recipe, lr=lr)))
+    labels = [label for label, _ in trainings]
     if a.fresh:
         print(f"empty cache: {fresh_cache()}")
     folders = {}
@@ -83,8 +88,8 @@ def main() -> None:
               f"{m['steps_done']} steps; final accuracy {[round(x, 2) for x in m['final_accuracy'] if x is not None]}"
               f"{'' if time.perf_counter() - t0 > 5 else ' [cached drafter, figures from its manifest]'}")
     k_list = ", ".join(map(str, ks))
-    variant_line = (f'\n          dflash-{a.dflash_variant}: {{method: dflash, model: "{folders[trainings[-1][0]]}", '
-                    f"num_speculative_tokens: [{k_list}]}}") if a.dflash_variant else ""
+    variant_line = (f'\n          {variant}: {{method: dflash, model: "{folders[variant]}", '
+                    f"num_speculative_tokens: [{k_list}]}}") if variant else ""
     out, store = run_spec(f"""
         name: demo-drafters-bench
         target: {{model: smollm2-135m-instruct, dtype: {a.dtype}, max_model_len: 2048}}
@@ -113,7 +118,6 @@ def main() -> None:
             print(f"{r['label']:{w}} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>6}  "
                   + " ".join(f"{p:.3f}" for p in pos) + (f"  flags: {r['flags']}" if r["flags"] else ""))
         by = {(r["label"], r["num_speculative_tokens"]): r for r in these}
-        labels = [label for label, _ in trainings]
         for line in target_lines(by, labels):
             print(f"  {dataset}: {line}")
 
@@ -122,13 +126,13 @@ def target_lines(by: dict, labels: tuple[str, ...] | list[str] = ("eagle3", "dfl
     """Issues 7 and 17's targets, each with its figure and met / NOT met (rows keyed by (label, K)); the K = 7
     verdict for every DFlash label (the shipped drafter and a --dflash-variant)."""
     out = []
-    for method in labels:
-        r = by.get((method, 3))
+    for label in labels:
+        r = by.get((label, 3))
         if r is None or r["acceptance_length"] is None:
-            out.append(f"{method}: no K = 3 row")
+            out.append(f"{label}: no K = 3 row")
             continue
         al, lo = r["acceptance_length"], r.get("speedup_ci_low")
-        out.append(f"{method} K = 3: AL {al:.3f} >= 1.5: {'met' if al >= 1.5 else 'NOT met'}; speedup interval "
+        out.append(f"{label} K = 3: AL {al:.3f} >= 1.5: {'met' if al >= 1.5 else 'NOT met'}; speedup interval "
                    f"above 1.0: {'met' if lo is not None and lo > 1.0 else 'NOT met'} (low {lo if lo is None else round(lo, 2)})")
     for label in (x for x in labels if x.startswith("dflash")):
         k3, k7 = by.get((label, 3)), by.get((label, 7))

@@ -255,8 +255,10 @@ def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, ch
     return cfg, model, run
 
 
-def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, recipe: DFlashRecipe = RECIPE,
-                 seconds: float | None = None):
+def train_dflash(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress,
+                 recipe: DFlashRecipe | None = None, seconds: float | None = None):
+    """`recipe`: None trains the settings' own (`s.recipe()`: RECIPE unless `s.dflash_recipe` names another)."""
+    recipe = recipe or s.recipe()
     recipe = replace(recipe, block_lens=tuple(b for b in recipe.block_lens if b <= s.block_size) or (s.block_size,))
     cfg, model, run = fit(s, recipe, target_cfg, data, tensors, work / "train_state_dflash.pt", progress,
                           seconds=seconds)

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ...engines.dtype import DtypeChoice, resolve_dtype
 from ...environment import cpu_flags, isa_cap
@@ -22,6 +22,9 @@ from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
 from .budget import DEFAULT_BUDGET_MINUTES, Budget, more_time
+
+if TYPE_CHECKING:  # dflash_train imports torch: only the training path loads it
+    from .dflash_train import DFlashRecipe
 # Training steps (batches of 8) when --steps is not given. EAGLE-3: data + 400 steps took 13-17 min on two
 # 2-core AMD EPYCs. DFlash reuses the data (training only): 640 steps of ~0.75 s, because its smoke AL rose
 # from 1.47 at 400 steps to 1.51 at 640 (benchmarks/dflash_ablation.py); `make demo-drafters` from an empty
@@ -60,7 +63,7 @@ class TrainSettings:
     # dflash: the recipe trained (dflash_train.DFlashRecipe); None: the one the demo ships (dflash_train.RECIPE).
     # Another recipe is another drafter (its own cache key) and is never what `trained:dflash` means, so a
     # benchmark can measure a candidate beside the shipped drafter in one run (benchmarks/demo_drafters.py).
-    dflash_recipe: Any = None
+    dflash_recipe: DFlashRecipe | None = None
 
     def __post_init__(self) -> None:
         if self.steps is None:
@@ -77,8 +80,8 @@ class TrainSettings:
             if self.dflash_recipe == RECIPE:
                 object.__setattr__(self, "dflash_recipe", None)  # the shipped one: the default drafter
 
-    def recipe(self):
-        """dflash: the recipe trained."""
+    def recipe(self) -> DFlashRecipe:
+        """dflash: the recipe trained (RECIPE read when asked, so the key and the training always agree)."""
         from .dflash_train import RECIPE
 
         return self.dflash_recipe or RECIPE
@@ -284,9 +287,8 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         from .dflash_train import train_dflash as trainer
     st = Stage("training")
     t0 = time.perf_counter()
-    extra = {"recipe": s.recipe()} if s.method == "dflash" else {}
     cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress,
-                                   seconds=budget.seconds_left("training"), **extra)
+                                   seconds=budget.seconds_left("training"))
     budget.cut("training", result["planned_steps"], s.steps)
     st.seconds = time.perf_counter() - t0
     st.detail = result
