@@ -491,7 +491,7 @@ from .drafters.train.budget import DEFAULT_BUDGET_MINUTES  # noqa: E402 (light: 
 
 @drafters_app.command("train")
 def drafters_train(
-    method: str = typer.Option("eagle3", "--method", help="eagle3 | dflash"),
+    method: str = typer.Option("eagle3", "--method", help="eagle3 | dflash | xpress (the refiner head over the DFlash drafter, trained first if missing)"),
     target: str = typer.Option("smollm2-135m-instruct", "--target", help="builtin alias or local model folder"),
     steps: Optional[int] = typer.Option(None, "--steps", min=1,
                                         help="training steps (batches of 8); default 400 for eagle3, 640 for dflash"),

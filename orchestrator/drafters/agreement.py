@@ -1,4 +1,4 @@
-"""Does vLLM's DFlash drafter compute what our trainer computed? Child process:
+"""Does vLLM's DFlash (or xPress) drafter compute what our trainer computed? Child process:
 
     python -m orchestrator.drafters.agreement TARGET DRAFTER OUT.json [--k 3] [--max-tokens 32] [--prompts N]
                                              [--dtype float32]
@@ -9,6 +9,11 @@ with `dflash_model.DFlashDrafter` loaded from the same folder, on the target's f
 the same tokens. Writes {"calls", "max_abs_diff", "max_rel_diff", "argmax_agree", "vllm_slot_accuracy",
 "trainer_slot_accuracy", ...} to OUT.json. Both accuracies are teacher-forced on the answers vLLM produced:
 slot j of a pass counts as right when it equals the answer's token at its position.
+
+An xPress drafter (the published architecture, served through specsweep's vLLM plugin as method dflash): vLLM's
+recorded logits are the refined ones its `compute_logits` returned; they are compared with the trainer's head
+(`xpress_head.refine`, the drafter's own `xpress_num_passes`) over the backbone's states of the same block, and
+"base_argmax_agree" says how often the refinement left vLLM's drafts where the bare backbone had them.
 """
 
 from __future__ import annotations
@@ -83,11 +88,22 @@ def main(argv: list[str] | None = None) -> int:
         llm.collective_rpc("probe_clear")
     del llm
 
+    from .layout import XPRESS_ARCHS
     from .train.dflash_model import load_dflash
+    from .train.eagle3 import draft_index
+    from .xpress_head import refine
 
     layers = [i + 1 for i in drafter_cfg["dflash_config"]["target_layer_ids"]]  # vLLM adds 1
     feats, embed, final_norm = _features(args.target, seqs, layers)
-    model = load_dflash(args.drafter, embed, final_norm)
+    head = None
+    if set(drafter_cfg.get("architectures") or []) & set(XPRESS_ARCHS):
+        from .train.xpress_train import load_xpress
+
+        model, head = load_xpress(args.drafter, embed, final_norm)
+        t2h = draft_index(model.draft_ids, embed.shape[0]) if head.cfg.head_vocab == "draft" else None
+    else:
+        model = load_dflash(args.drafter, embed, final_norm)
+    base_agree = 0
     K = args.k
     n_calls = 0
     max_abs = max_rel = 0.0
@@ -103,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
                     continue  # not one request's block on the final sequence (e.g. a warm-up pass)
                 states = model(x[None], f[None], torch.tensor([[p]]), block_size=K + 1)
                 mine = model.logits(states[0, 0, 1:]).float()
+                base_pick = mine.argmax(-1)
+                if head is not None:
+                    anchor = x[p] if t2h is None else t2h[x[p]]
+                    mine = refine(head, states[0, :, :].float(), mine[None], anchor.reshape(1),
+                                  head.cfg.num_passes)[0]
                 logits = rec.logits()
                 theirs = logits[:, : mine.shape[-1]] if model.draft_ids is None else logits[:, model.draft_ids]
                 diff = (mine - theirs).abs().max().item()
@@ -110,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_rel = max(max_rel, diff / max(theirs.abs().max().item(), 1e-6))
                 a, b = mine.argmax(-1), theirs.argmax(-1)
                 agree += int((a == b).sum())
+                base_agree += int((base_pick == b).sum())
                 total += K
                 n_calls += 1
                 for j in range(K):
@@ -122,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
               "argmax_agree": agree / max(total, 1),
               "vllm_slot_accuracy": [h / max(n, 1) for h, n in zip(hits["vllm"], labelled)],
               "trainer_slot_accuracy": [h / max(n, 1) for h, n in zip(hits["trainer"], labelled)],
-              "k": K, "dtype": args.dtype, "tokens": sum(len(s) for s in seqs)}
+              "k": K, "dtype": args.dtype, "tokens": sum(len(s) for s in seqs),
+              "xpress_passes": None if head is None else head.cfg.num_passes,
+              "base_argmax_agree": base_agree / max(total, 1)}
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     if not n_calls:

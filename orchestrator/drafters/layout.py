@@ -160,3 +160,43 @@ def write_eagle3_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = 
 
 def write_dflash_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = None, seed: int = 0) -> Path:
     return write_checkpoint(out, cfg, dflash_weight_shapes(cfg), weights, seed)
+
+
+# The xPress project's published architecture name, and the name vLLM's DFlash config handling gives it
+# (transformers_utils/configs/eagle.py prefixes "DFlash" to an architecture that neither starts nor ends with it).
+XPRESS_ARCH = "Qwen3XPressModel"
+XPRESS_ARCHS = (XPRESS_ARCH, "DFlash" + XPRESS_ARCH)
+
+
+def xpress_config(dflash_cfg: dict[str, Any], rank: int, block_size: int, num_passes: int,
+                  mlp_hidden: int | None = None, head_vocab: str = "target") -> dict[str, Any]:
+    """An xPress drafter's config.json (the published layout): the DFlash drafter's config with the published
+    architecture name and the head's keys. `head_vocab` "draft": the head reads and writes the drafter's reduced
+    draft vocabulary (specsweep's key; absent in the published layout, which uses the target's)."""
+    cfg = json.loads(json.dumps(dflash_cfg))
+    cfg["architectures"] = [XPRESS_ARCH]
+    cfg["model_type"] = "qwen3"
+    cfg.update({"xpress_rank": rank, "xpress_mlp_hidden": mlp_hidden or 2 * rank, "xpress_block_size": block_size,
+                "xpress_num_passes": num_passes, "sample_from_anchor": False})
+    if head_vocab != "target":
+        cfg["xpress_head_vocab"] = head_vocab
+    return cfg
+
+
+def xpress_weight_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The DFlash backbone's tensors plus the head's (`xpress_head.*`)."""
+    from .xpress_config import HeadConfig
+
+    return {**dflash_weight_shapes(cfg), **HeadConfig.from_config(cfg).shapes()}
+
+
+def write_xpress_drafter(out: Path, cfg: dict[str, Any], weights: dict | None = None, seed: int = 0,
+                         extra_files: dict[str, str | bytes] | None = None) -> Path:
+    """Random tensors for anything not given, except the mixer `mix.L`, which starts at zero (the reference
+    initialisation); norms 1."""
+    import torch
+
+    weights = dict(weights or {})
+    shapes = xpress_weight_shapes(cfg)
+    weights.setdefault("xpress_head.mix.L", torch.zeros(shapes["xpress_head.mix.L"]))
+    return write_checkpoint(out, cfg, shapes, weights, seed, extra_files)

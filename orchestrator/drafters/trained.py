@@ -15,7 +15,7 @@ from pathlib import Path
 from ..paths import cache_dir
 
 PREFIX = "trained:"
-METHODS = ("eagle3", "dflash")
+METHODS = ("eagle3", "dflash", "xpress")
 
 
 def is_trained_alias(model: str) -> bool:
@@ -45,7 +45,7 @@ def record_trained(method: str, folder: Path) -> None:
 
 
 def resolve_trained(model: str) -> Path:
-    """The drafter folder for `trained:eagle3` / `trained:dflash`; FileNotFoundError says how to make it."""
+    """The drafter folder for `trained:eagle3` / `trained:dflash` / `trained:xpress`; FileNotFoundError says how to make it."""
     method = model[len(PREFIX):]
     if method not in METHODS:
         raise FileNotFoundError(f"{model}: unknown trained drafter; known: " + ", ".join(PREFIX + m for m in METHODS))

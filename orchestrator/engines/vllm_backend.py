@@ -97,6 +97,7 @@ class VllmBackend(EngineBackend):
         except ImportError as e:
             raise EngineStartError(f"vLLM is not installed in the engine's Python environment: {e}") from None
         kw = self.engine_kwargs()
+        self._check_xpress_plugin(kw.get("speculative_config"))
         # the diagnostics this project adds are left out where the installed vLLM predates them (the rows then
         # carry no per-request stats / no step timing), never a reason for an engine not to start
         known = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
@@ -114,6 +115,26 @@ class VllmBackend(EngineBackend):
         await self._install_step_timer(kw)
         # after the engine started: its worker processes exist and have bound their compute threads
         self.cpu_placement = place_engine_processes(os.environ.get(PLACEMENT_ENV, "confine"))
+
+    @staticmethod
+    def _check_xpress_plugin(spec_cfg: dict[str, Any] | None) -> None:
+        """An xPress drafter loads only through specsweep's vLLM plugin: check it where the engine runs (this
+        actor's node), which may not be where the controller checked it."""
+        if not spec_cfg or not spec_cfg.get("model"):
+            return
+        import json
+        from pathlib import Path
+
+        try:
+            archs = json.loads((Path(spec_cfg["model"]) / "config.json").read_text()).get("architectures") or []
+        except (OSError, ValueError):
+            return  # not a local folder: vLLM reports its own error
+        from ..vllm_plugin import architectures, native_architectures, plugin_problem
+
+        if set(archs) & set(architectures()) and not native_architectures():
+            problem = plugin_problem()
+            if problem:
+                raise EngineStartError(f"on {platform.node()}: {problem}")
 
     async def _install_step_timer(self, kw: dict[str, Any]) -> None:
         """Step timing is a diagnostic: when it cannot be installed the engine still runs, and describe() and

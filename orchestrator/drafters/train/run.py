@@ -29,10 +29,12 @@ if TYPE_CHECKING:  # dflash_train imports torch: only the training path loads it
 # 2-core AMD EPYCs. DFlash reuses the data (training only): 640 steps of ~0.75 s, because its smoke AL rose
 # from 1.47 at 400 steps to 1.51 at 640 (benchmarks/dflash_ablation.py); `make demo-drafters` from an empty
 # cache then took 31.9 min on the slower of the two machines (README, "First time, from nothing").
-DEFAULT_STEPS = {"eagle3": 400, "dflash": 640}
+# xPress trains only its refiner head over the cached DFlash drafter (backbone frozen): steps of 8 responses x 24
+# blocks at K = 3 and 7 each (drafters/train/xpress_train.py).
+DEFAULT_STEPS = {"eagle3": 400, "dflash": 640, "xpress": 500}
 # Peak learning rates (AdamW, warm-up then cosine): DFlash's context path trains faster at 3e-3
 # (benchmarks/dflash_ablation.py); EAGLE-3 keeps the rate its figures were measured with.
-DEFAULT_LR = {"eagle3": 1e-3, "dflash": 3e-3}
+DEFAULT_LR = {"eagle3": 1e-3, "dflash": 3e-3, "xpress": 1e-3}
 
 
 class TrainError(RuntimeError):
@@ -64,6 +66,9 @@ class TrainSettings:
     # Another recipe is another drafter (its own cache key) and is never what `trained:dflash` means, so a
     # benchmark can measure a candidate beside the shipped drafter in one run (benchmarks/demo_drafters.py).
     dflash_recipe: DFlashRecipe | None = None
+    # xpress: training steps of the DFlash drafter under the head (None: its default); the head is trained over
+    # the DFlash drafter of these settings (`backbone()`), trained first when it is not cached
+    backbone_steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.steps is None:
@@ -85,6 +90,13 @@ class TrainSettings:
         from .dflash_train import RECIPE
 
         return self.dflash_recipe or RECIPE
+
+    def backbone(self) -> "TrainSettings":
+        """xpress: the settings of the DFlash drafter whose frozen backbone the head refines (the default DFlash
+        drafter of the same data)."""
+        return TrainSettings(method="dflash", target=self.target, seed=self.seed, num_prompts=self.num_prompts,
+                             max_tokens=self.max_tokens, steps=self.backbone_steps, block_size=self.block_size,
+                             bf16_autocast=self.bf16_autocast, dtype=self.dtype, budget_minutes=self.budget_minutes)
 
     def resolved_dtype(self) -> DtypeChoice:
         """`auto` resolved for this machine's CPU (engines/dtype.py): the data's dtype is part of its identity."""
@@ -112,10 +124,18 @@ class TrainSettings:
         d.pop("budget_minutes")
         d.pop("dtype")  # in the data key, as resolved
         d.pop("dflash_recipe")  # in d["recipe"] below
+        d.pop("backbone_steps")  # in d["backbone"] (xpress)
         d["bf16_autocast"] = self.autocast
         d["data"] = self.data_key()
         if self.method == "eagle3":
             d.pop("block_size")
+        elif self.method == "xpress":
+            for name in ("ttt_steps", "soft_labels", "draft_vocab_size"):
+                d.pop(name)
+            from .xpress_train import RECIPE as XPRESS_RECIPE
+
+            d["recipe"] = XPRESS_RECIPE.describe()
+            d["backbone"] = self.backbone().key()  # a retrained DFlash drafter is a new backbone: a new head
         else:
             d.pop("ttt_steps")
             d.pop("soft_labels")
@@ -281,14 +301,22 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     tensors = target_tensors(model_path)
 
     # 4. training
-    if s.method == "eagle3":
-        from .eagle3_train import train_eagle3 as trainer
-    else:
-        from .dflash_train import train_dflash as trainer
     st = Stage("training")
     t0 = time.perf_counter()
-    cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress,
-                                   seconds=budget.seconds_left("training"))
+    if s.method == "xpress":  # the head over the DFlash drafter of the same data (trained first when missing)
+        from .xpress_train import train_xpress
+
+        backbone, _ = train_drafter(s.backbone(), progress)
+        t0 = time.perf_counter()
+        cfg, weights, result = train_xpress(s, target_cfg, data, tensors, work, progress, backbone,
+                                            seconds=budget.seconds_left("training"))
+    else:
+        if s.method == "eagle3":
+            from .eagle3_train import train_eagle3 as trainer
+        else:
+            from .dflash_train import train_dflash as trainer
+        cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress,
+                                       seconds=budget.seconds_left("training"))
     budget.cut("training", result["planned_steps"], s.steps)
     st.seconds = time.perf_counter() - t0
     st.detail = result
@@ -341,9 +369,9 @@ def budget_text(manifest: dict) -> str | None:
 
 
 def _write_with_manifest(method: str, out: Path, cfg: dict, weights: dict, manifest: dict) -> None:
-    from ..layout import write_checkpoint, eagle3_weight_shapes, dflash_weight_shapes
+    from ..layout import dflash_weight_shapes, eagle3_weight_shapes, write_checkpoint, xpress_weight_shapes
 
-    shapes = eagle3_weight_shapes(cfg) if method == "eagle3" else dflash_weight_shapes(cfg)
+    shapes = {"eagle3": eagle3_weight_shapes, "xpress": xpress_weight_shapes}.get(method, dflash_weight_shapes)(cfg)
     weights = dict(weights)
     extra: dict[str, str | bytes] = {"manifest.json": json.dumps(manifest, indent=2)}
     mask = weights.pop("__mask_embedding_pt__", None)
