@@ -35,6 +35,8 @@ def _isolated_home(tmp_path_factory):
     os.environ["SPECSWEEP_HOME"] = str(home)
     os.environ["SPECSWEEP_CACHE"] = os.environ.get("SPECSWEEP_TEST_CACHE", real_cache)
     os.environ.pop("SPECSWEEP_DB", None)
+    # tiny drafters train ~9x faster on one thread than on two beside another job (orchestrator/drafters/train/loop.py)
+    os.environ.setdefault("SPECSWEEP_TRAIN_THREADS", "1")
     yield home
     for k, v in old.items():
         if v is None:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from ..layout import dflash_config
 from .dflash_model import DFlashDrafter
 from .eagle3 import draft_index, draft_vocabulary
-from .loop import run_training, tail_means
+from .loop import run_training, tail_means, train_threads
 
 MAX_LEN = 384
 
@@ -240,7 +240,7 @@ def fit(s, recipe: DFlashRecipe, target_cfg: dict, data: dict, tensors: dict, ch
         examples: list[int] | None = None, seconds: float | None = None):
     """Train a drafter of this recipe for s.steps (resumable at `checkpoint`); `examples` restricts the
     training set (the ablation holds some out). Returns (cfg, model, run)."""
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(train_threads())
     bs = s.block_size
     if max(recipe.block_lens) > bs:
         raise ValueError(f"block lengths {recipe.block_lens} exceed the block size {bs}")

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ..layout import eagle3_config
 from .eagle3 import draft_index, draft_vocabulary, init_drafter
-from .loop import run_training, tail_means
+from .loop import run_training, tail_means, train_threads
 
 MAX_LEN = 384
 STEP_WEIGHT = 0.8  # loss weight of draft step s: 0.8 ** s
@@ -67,7 +67,7 @@ def _labels(tokens, valid, resp, s: int, t2d_index):
 
 
 def train_eagle3(s, target_cfg: dict, data: dict, tensors: dict, work: Path, progress, seconds: float | None = None):
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(train_threads())
     responses = [t[p:].tolist() for t, p in zip(data["tokens"], data["prompt_lens"])]
     vocab = target_cfg["vocab_size"]
     target_ids, t2d = draft_vocabulary(responses, min(s.draft_vocab_size, vocab), vocab)

@@ -29,7 +29,7 @@ from ..layout import xpress_config
 from ..xpress_head import HeadConfig, XPressHead, previous_tokens
 from .dflash_model import DFlashDrafter, load_dflash
 from .eagle3 import draft_index
-from .loop import run_training, tail_means
+from .loop import run_training, tail_means, train_threads
 
 MAX_LEN = 384
 
@@ -148,7 +148,7 @@ def train_xpress(s, target_cfg: dict, data: dict, tensors: dict, work: Path, pro
     recipe = recipe or RECIPE
     # blocks no longer than the backbone's (a drafter of block B serves K <= B - 1)
     recipe = replace(recipe, block_lens=tuple(b for b in recipe.block_lens if b <= s.block_size) or (s.block_size,))
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(train_threads())
     drafter = load_dflash(dflash_folder, tensors["embed"], tensors["final_norm"])
     for p in drafter.parameters():
         p.requires_grad_(False)
