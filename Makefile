@@ -45,12 +45,13 @@ docs-report: venv
 	$(VENV)/bin/specsweep report smoke-cpu --out report/smoke-cpu --screenshot
 	mkdir -p docs && cp report/smoke-cpu/report.png docs/report-smoke-cpu.png
 
-# The drafter demo: trains EAGLE-3 and DFlash drafters for the demo model on first use (cached), then
-# compares baseline, ngram, EAGLE-3 and DFlash (sweeps/demo-cpu.yaml).
+# The drafter demo: trains EAGLE-3, DFlash and xPress (a refiner head over the DFlash drafter) for the demo model
+# on first use (cached), then compares baseline, ngram, EAGLE-3, DFlash and xPress (sweeps/demo-cpu.yaml).
 demo-drafters: venv
 	$(VENV)/bin/specsweep prepare-model smollm2-135m-instruct
 	$(VENV)/bin/specsweep drafters train --method eagle3
 	$(VENV)/bin/specsweep drafters train --method dflash
+	$(VENV)/bin/specsweep drafters train --method xpress
 	$(VENV)/bin/specsweep run sweeps/demo-cpu.yaml $(DEMO_ARGS)
 
 # Test tiers (markers are set from the fixtures a test uses: tests/conftest.py):

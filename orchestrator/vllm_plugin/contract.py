@@ -31,9 +31,33 @@ def _params(fn) -> list[str]:
     return [p for p in inspect.signature(fn).parameters if p != "self"]
 
 
+def _quiet_vllm_import() -> None:
+    """Import the vLLM modules the checks read with stderr silenced (vLLM prints warnings while importing, e.g.
+    about Triton on a CPU build; the controller's console is specsweep's), unless vLLM is imported already.
+    An import that fails is retried unsilenced by the caller, which reports it."""
+    import os
+    import sys
+
+    if "vllm" in sys.modules:
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            try:
+                import vllm.model_executor.models.qwen3_dflash  # noqa: F401
+            except Exception:  # noqa: BLE001
+                pass
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def class_problems() -> list[str]:
     """Mismatches between the installed vLLM and what the xPress class relies on (empty: none)."""
     problems: list[str] = []
+    _quiet_vllm_import()
     try:
         from vllm.model_executor.models.qwen3_dflash import DFlashQwen3ForCausalLM
     except Exception as e:  # noqa: BLE001

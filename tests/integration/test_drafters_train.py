@@ -22,8 +22,23 @@ from orchestrator.store import Store
 pytestmark = pytest.mark.vllm
 
 
+def _poisoned_copy(src, out):
+    """The xPress drafter with a readout (w2) so large that the head's bias, not the drafter, picks every draft."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, out)
+    w = load_file(str(out / "model.safetensors"))
+    w["xpress_head.w2.weight"] = torch.randn(w["xpress_head.w2.weight"].shape,
+                                             generator=torch.Generator().manual_seed(0)) * 100
+    save_file(w, str(out / "model.safetensors"))
+    return out
+
+
 def test_tiny_trained_drafters_load_in_vllm_and_get_drafts_accepted(ray_session, write_spec, sqlite_url,
-                                                                    private_drafter_cache):
+                                                                    private_drafter_cache, tmp_path):
     # a private drafter cache: every run trains (a warm cache would test nothing)
     ensure_demo_model()  # the target (converted once, shared cache)
     common = dict(num_prompts=48, max_tokens=48, batch_size=8)
@@ -42,6 +57,11 @@ def test_tiny_trained_drafters_load_in_vllm_and_get_drafts_accepted(ray_session,
     assert m_forced["stages"][2]["detail"]["resumed_from_step"] == 0  # ... the drafter trained again from step 0
     again, m_again = train_drafter(few)
     assert m_again["stages"][2]["detail"]["resumed_from_step"] == 0 and m_again == m_forced  # cached afterwards
+    # xPress (issue 55): the refiner head over that DFlash drafter (backbone frozen), served by specsweep's plugin
+    xp, mxp = train_drafter(TrainSettings(method="xpress", steps=40, block_size=4, backbone_steps=60, **common))
+    assert [s["cached"] for s in mxp["stages"][:2]] == [True, True] and mxp["steps_done"] == 40
+    assert mxp["stages"][2]["detail"]["backbone"] == str(df)  # the DFlash drafter above, found cached
+    poisoned = _poisoned_copy(xp, tmp_path / "xpress-poisoned")
     spec = write_spec(f"""
 name: trained-drafters
 target: {{model: smollm2-135m-instruct, dtype: float32, max_model_len: 1024}}
@@ -50,13 +70,16 @@ workload: {{dataset: smoke, num_prompts: 6, max_tokens: 32}}
 methods:
   e3-trained: {{method: eagle3, model: {e3}, num_speculative_tokens: 3}}
   df-trained: {{method: dflash, model: {df}, num_speculative_tokens: 3}}
-space: {{concurrency: [2]}}
+  xp-trained: {{method: xpress, model: {xp}, num_speculative_tokens: 3}}
+  xp-0: {{method: xpress, model: {xp}, num_speculative_tokens: 3, xpress_num_passes: 0}}
+  xp-poisoned: {{method: xpress, model: {poisoned}, num_speculative_tokens: 3}}
+space: {{concurrency: [1]}}
 measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
 """)
     st = Store(sqlite_url)
     out = run_sweep(load_spec(spec), st)
     rows = {r["label"]: r for r in st.trial_results("trained-drafters")}
-    assert out.completed == 2 and out.baselines == 1, [(r["label"], r["error"]) for r in rows.values()]
+    assert out.completed == 5 and out.baselines == 1, [(r["label"], r["error"]) for r in rows.values()]
     for label, r in rows.items():
         if r["method"] == "baseline":
             continue
@@ -73,6 +96,17 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
     df = st.measurements(rows["df-trained"]["trial_id"])[0]
     assert df["num_accepted_tokens"] >= 3, df["num_accepted_tokens"]
     assert rows["df-trained"]["acceptance_length"] > 1.0
+    # xPress through the plugin: 0 passes is the DFlash drafter exactly (same drafts, same acceptance); the
+    # poisoned head drafts what the head says (acceptance collapses) while verification keeps the text
+    meas = {label: st.measurements(r["trial_id"])[0] for label, r in rows.items() if r["method"] != "baseline"}
+    counters = lambda m: (m["num_drafts"], m["num_draft_tokens"], m["num_accepted_tokens"])  # noqa: E731
+    assert counters(meas["xp-0"]) == counters(meas["df-trained"]), (meas["xp-0"], meas["df-trained"])
+    assert meas["xp-poisoned"]["num_accepted_tokens"] == 0 < meas["df-trained"]["num_accepted_tokens"]
+    assert "acceptance_collapse" in flags["xp-poisoned"] and rows["xp-poisoned"]["greedy_match_rate"] == 1.0
+    assert meas["xp-trained"]["num_accepted_tokens"] > 0
+    trials = {t["method_label"]: t for t in st.trials(out.sweep_id)}
+    assert {trials[x]["method_params"]["serving"] for x in ("xp-trained", "xp-0", "xp-poisoned")} == {"specsweep-plugin"}
+    assert trials["xp-0"]["method_params"]["xpress_num_passes"] == 0
     # the drafter's facts are recorded with the trial
     (df_row,) = [t for t in st.trials(out.sweep_id) if t["method_label"] == "df-trained"]
     assert df_row["method_params"]["block_size"] == 4 and df_row["method_params"]["sample_from_anchor"] is False
