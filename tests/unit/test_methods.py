@@ -240,10 +240,11 @@ def test_shipped_sweeps_validate(spec):
 
 
 def test_demo_cpu_validates_once_its_drafters_are_trained(private_drafter_cache):
-    """sweeps/demo-cpu.yaml names `trained:eagle3` / `trained:dflash`: refused with the command to run while
-    none is trained (a private, empty drafter cache), accepted once both are (random-weight drafters in the
-    exact layouts, recorded as the trainer records them)."""
+    """sweeps/demo-cpu.yaml names `trained:eagle3` / `trained:dflash` / `trained:xpress`: refused with the command
+    to run while none is trained (a private, empty drafter cache), accepted once all are (random-weight drafters
+    in the exact layouts, recorded as the trainer records them)."""
     from orchestrator.drafters import dflash_config, eagle3_config, write_dflash_drafter, write_eagle3_drafter
+    from orchestrator.drafters.layout import write_xpress_drafter, xpress_config
     from orchestrator.drafters.trained import record_trained
     from orchestrator.models import ensure_demo_model
 
@@ -251,13 +252,35 @@ def test_demo_cpu_validates_once_its_drafters_are_trained(private_drafter_cache)
     target, cache = ensure_demo_model(), private_drafter_cache
     res = CliRunner().invoke(app, ["validate", spec])
     assert res.exit_code == 2, res.output
-    for method in ("eagle3", "dflash"):
+    for method in ("eagle3", "dflash", "xpress"):
         assert f"specsweep drafters train --method {method}" in res.output, res.output
     cfg = json.loads((target / "config.json").read_text())
+    xp = lambda c: xpress_config(dflash_config(c, block_size=16), rank=8, block_size=8, num_passes=2)  # noqa: E731
     for method, write, make in (("eagle3", write_eagle3_drafter, eagle3_config), ("dflash", write_dflash_drafter,
-                                                                                  lambda c: dflash_config(c, block_size=16))):
+                                                                                  lambda c: dflash_config(c, block_size=16)),
+                                ("xpress", write_xpress_drafter, xp)):
         folder = write(cache / "drafters" / f"{method}-random", make(cfg))
         (folder / "manifest.json").write_text(json.dumps({"method": method, "note": "random weights (test)"}))
         record_trained(method, folder)
     res = CliRunner().invoke(app, ["validate", spec])
     assert res.exit_code == 0 and "OK" in res.output, res.output
+
+
+def test_dflash_and_xpress_take_a_draft_length_schedule_and_xpress_a_k0_skip(write_spec, models, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    loaded = load_spec(write_spec(spec_text(models, f"""  dflash: {{model: {models['dflash']}, block_size: 4,
+           num_speculative_tokens_per_batch_size: "1-1:3, 2-256:0"}}
+  xpress: {{model: {models['xpress']}, num_speculative_tokens: 3, k0_skip: true,
+           num_speculative_tokens_per_batch_size: "1-1:3, 2-256:0"}}""", "fake")))
+    check_methods(loaded, None)
+    cfgs = {c["model"]: c for c in (t.engine.speculative_config for t in build_plan(loaded, "fake"))
+            if c and c.get("model")}
+    assert all(c["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 256, 0]] for c in cfgs.values())
+    overlay = [Path(m) for m in cfgs if "overlays" in m]
+    assert len(overlay) == 1 and json.loads((overlay[0] / "config.json").read_text())["specsweep_k0_skip"] is True
+    (xp,) = [p for p in loaded.method_points if p.method == "xpress"]
+    assert xp.params["k0_skip"] is True
+    with pytest.raises(SpecError, match="exceeds num_speculative_tokens"):
+        load_spec(write_spec(spec_text(models, f"""  dflash: {{model: {models['dflash']}, block_size: 4,
+           num_speculative_tokens_per_batch_size: "1-1:5, 2-256:0"}}""")))
