@@ -208,7 +208,20 @@ def main() -> int:
         from orchestrator.datasets.base import load_prompts
         from orchestrator.drafters.train.dflash_model import load_dflash
 
-        model = load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])
+        from orchestrator.drafters.layout import XPRESS_ARCHS
+
+        archs = set(json.loads((Path(args.drafter) / "config.json").read_text()).get("architectures") or [])
+        if archs & set(XPRESS_ARCHS):  # an xPress drafter: its bare backbone, then the head at each pass count
+            from orchestrator.drafters.train.xpress_train import RefinedDrafter, load_xpress
+
+            backbone, head = load_xpress(args.drafter, tensors["embed"], tensors["final_norm"])
+            models = {"bare DFlash backbone": backbone}
+            models.update({f"xPress, {p} passes": RefinedDrafter(backbone, head, p)
+                           for p in sorted({1, 2, head.cfg.num_passes, head.cfg.block_size - 1})})
+            ks = tuple(k for k in (3, 7) if k < head.cfg.block_size)
+        else:
+            models = {"": load_dflash(args.drafter, tensors["embed"], tensors["final_norm"])}
+            ks = (3, 7, 15)
         for name in [x for x in args.eval_sets.split(",") if x]:
             if args.answers == "vllm":
                 count = args.eval_prompts or len(load_prompts(name, num_prompts=1000))
@@ -217,10 +230,10 @@ def main() -> int:
                 ds = transformers_set(name)
             print(f"{args.drafter} on {args.eval_prompts or len(ds['tokens'])} {name} {args.answers} answers (<= {args.smoke_tokens} tokens), teacher-forced "
                   "(AL at every position / along vLLM's walk):")
-            for K in (3, 7, 15):
+            for (what, model), K in ((m, k) for m in models.items() for k in ks):
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s0.autocast):
                     ev = teacher_forced(model, ds, list(range(len(ds["tokens"])))[:args.eval_prompts or None], K)
-                print(f"  K={K:2}: AL {ev['al']:.3f} / {ev['al_walk']:.3f} ({ev['steps']} steps); accepted by position "
+                print(f"  {what + ' ' if what else ''}K={K:2}: AL {ev['al']:.3f} / {ev['al_walk']:.3f} ({ev['steps']} steps); accepted by position "
                       + " ".join(f"{a:.2f}" for a in ev["accept_by_pos"])
                       + "; slot accuracy " + " ".join(f"{a:.2f}" for a in ev["slot_acc"])
                       + "; slot repeats its previous slot's token " + " ".join(f"{a:.2f}" for a in ev["slot_lag"][1:]), flush=True)

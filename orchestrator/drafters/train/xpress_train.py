@@ -190,3 +190,32 @@ def load_xpress(folder, embed: torch.Tensor, final_norm: torch.Tensor) -> tuple[
     head.load_state_dict(head_w)
     head.eval()
     return drafter, head
+
+
+class RefinedDrafter(torch.nn.Module):
+    """An xPress drafter behind the DFlash drafter's scoring interface (`dflash_model.teacher_forced`): `forward`
+    is the backbone's (its states are kept), `logits` the head's refined logits of the drafted slots of the last
+    forward, after `passes` Jacobi passes. An offline pre-check of what vLLM will measure."""
+
+    def __init__(self, drafter: DFlashDrafter, head: XPressHead, passes: int):
+        super().__init__()
+        self.drafter, self.head, self.passes = drafter, head, passes
+        vocab = drafter.embed.shape[0]
+        self.t2h = (draft_index(drafter.draft_ids, vocab) if head.cfg.head_vocab == "draft"
+                    else torch.arange(vocab))
+        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def forward(self, tokens, feats, anchors, block_size: int = 16, **kw):
+        states = self.drafter(tokens, feats, anchors, block_size=block_size, **kw)
+        self._last = (states, tokens.gather(1, anchors))
+        return states
+
+    def logits(self, slot_states: torch.Tensor) -> torch.Tensor:
+        from ..xpress_head import refine
+
+        states, anchor_ids = self._last  # (1, A, S, H), (1, A)
+        base = self.drafter.logits(slot_states).float()
+        return refine(self.head, states[0].float(), base, self.t2h[anchor_ids[0]], self.passes)
+
+    def to_target_ids(self, draft_pred: torch.Tensor) -> torch.Tensor:
+        return self.drafter.to_target_ids(draft_pred)
