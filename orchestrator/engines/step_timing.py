@@ -16,6 +16,11 @@ events and the elapsed times are summed when the counters are read (after a sync
 written to the same contract but has NOT been run (no GPU here); a failure there makes the read return None
 and the rows carry no timing, never wrong timing.
 
+A runner that lacks any of the four (vLLM's GPU model runner V2, the CUDA default in recent releases, has
+`execute_model` and `sample_tokens` but neither `_model_forward` nor `propose_draft_token_ids`) is not timed at
+all: install says which names are missing and the rows carry "not measured on this runner" instead of a step
+count and verify/drafter times of zero.
+
 What crosses vLLM's RPC boundary is a plain list (tensors and dataclasses do not survive its encoding).
 """
 
@@ -71,19 +76,22 @@ class _Clock:
 class StepTimer:
     """Mixed into vLLM's worker class by `worker_extension_cls`: `self` is the worker."""
 
-    def specsweep_timing_install(self) -> bool:
+    def specsweep_timing_install(self) -> bool | str:
+        """True when installed; otherwise why not (a string: the engine runs untimed)."""
         runner = self.model_runner
         if getattr(runner, "_specsweep_clock", None) is not None:
             return True
+        missing = [name for name in WRAPPED if not callable(getattr(runner, name, None))]
+        if missing:
+            return (f"not measured on this runner: {type(runner).__name__} has no {', '.join(missing)} "
+                    f"(written for vLLM's V1 model runner)")
         import torch
 
         device = getattr(runner, "device", None)
         clock = _Clock(cuda=getattr(device, "type", "cpu") == "cuda" and torch.cuda.is_available())
         runner._specsweep_clock = clock
         for name in WRAPPED:
-            method = getattr(runner, name, None)
-            if method is None:
-                continue
+            method = getattr(runner, name)
             setattr(runner, name, _timed(method, ROLE[name], clock, counts_step=name == "_model_forward"))
         return True
 

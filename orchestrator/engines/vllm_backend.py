@@ -147,7 +147,8 @@ class VllmBackend(EngineBackend):
             return
         try:
             ok = await self.engine.collective_rpc("specsweep_timing_install")
-            self.step_timing_error = None if all(ok) else "install returned false"
+            bad = [r for r in ok if r is not True]
+            self.step_timing_error = None if not bad else (bad[0] if isinstance(bad[0], str) else "install failed")
         except Exception as e:
             self.step_timing_error = f"{type(e).__name__}: {e}"
 

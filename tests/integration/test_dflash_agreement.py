@@ -46,16 +46,20 @@ def _tiny_drafter(folder, model_path: str) -> None:
     write_checkpoint(folder, cfg, dflash_weight_shapes(cfg), weights, extra_files={"mask_embedding.pt": mask})
 
 
-def test_trainer_forward_matches_vllm_dflash_forward(tmp_path):
-    model_path = ensure_demo_model()
-    drafter = tmp_path / "dflash-tiny"
-    _tiny_drafter(drafter, model_path)
-    out = tmp_path / "agreement.json"
+def _agreement(model_path, drafter, out) -> dict:
+    """orchestrator.drafters.agreement in a child process (K = 3, 3 answers of 24 tokens): its result."""
     res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.agreement", str(model_path), str(drafter),
                           str(out), "--k", "3", "--max-tokens", "24", "--prompts", "3"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    r = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_trainer_forward_matches_vllm_dflash_forward(tmp_path):
+    model_path = ensure_demo_model()
+    drafter = tmp_path / "dflash-tiny"
+    _tiny_drafter(drafter, model_path)
+    r = _agreement(model_path, drafter, tmp_path / "agreement.json")
     assert r["calls"] >= 3 * 6, r  # every drafting pass of 3 answers of 24 tokens (K = 3: >= 6 passes each)
     assert r["max_rel_diff"] < 1e-3, r  # fp32 on both sides: only summation order differs
     assert r["argmax_agree"] >= 0.99, r
@@ -81,12 +85,7 @@ def test_vllm_drafts_from_the_xpress_plugins_refined_logits(tmp_path):
     drafter = tmp_path / "xpress-tiny"
     write_xpress_drafter(drafter, cfg, weights,
                          extra_files={"mask_embedding.pt": (backbone / "mask_embedding.pt").read_bytes()})
-    out = tmp_path / "agreement.json"
-    res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.agreement", str(model_path), str(drafter),
-                          str(out), "--k", "3", "--max-tokens", "24", "--prompts", "3"],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    r = json.loads(out.read_text())
+    r = _agreement(model_path, drafter, tmp_path / "agreement.json")
     assert r["xpress_passes"] == 3 and r["calls"] >= 3 * 6, r
     assert r["max_rel_diff"] < 1e-3 and r["argmax_agree"] >= 0.99, r  # vLLM drafted from the refined logits
     assert r["base_argmax_agree"] < 0.9, r  # ... which are not the backbone's own
