@@ -200,7 +200,8 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
         r = rows[("xpress", c)]
         (m,) = st.measurements(r["trial_id"])
         xp_drafted[c] = [k for o in st.request_outputs(r["trial_id"]) for k in decode_runs(o["spec_step_drafted"])]
-        assert m["num_drafts"] > 0 and set(xp_drafted[c]) <= {1, 2, 3}, (c, m)  # 1-2: trimmed at max_tokens
+        assert set(xp_drafted[c]) <= {1, 2, 3}, (c, m)  # 1-2: trimmed at max_tokens
+        assert m["num_drafts"] > 0 or c > 1, m  # with company K = 0: a window may draft nothing at all
     assert len(xp_drafted[6]) < len(xp_drafted[1])  # steps with company drafted nothing
     (xp_trial,) = [t for t in st.trials(out.sweep_id) if t["method_label"] == "xp"]
     assert xp_trial["method_params"]["k0_skip"] is True and xp_trial["method_params"]["serving"] == "specsweep-plugin"
