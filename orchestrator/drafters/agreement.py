@@ -90,17 +90,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from .layout import XPRESS_ARCHS
     from .train.dflash_model import load_dflash
-    from .train.eagle3 import draft_index
     from .xpress_head import refine
 
     layers = [i + 1 for i in drafter_cfg["dflash_config"]["target_layer_ids"]]  # vLLM adds 1
     feats, embed, final_norm = _features(args.target, seqs, layers)
     head = None
     if set(drafter_cfg.get("architectures") or []) & set(XPRESS_ARCHS):
-        from .train.xpress_train import load_xpress
+        from .train.xpress_train import load_xpress, target_to_head
 
         model, head = load_xpress(args.drafter, embed, final_norm)
-        t2h = draft_index(model.draft_ids, embed.shape[0]) if head.cfg.head_vocab == "draft" else None
+        t2h = target_to_head(model, head.cfg.head_vocab)
     else:
         model = load_dflash(args.drafter, embed, final_norm)
     base_agree = 0
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 mine = model.logits(states[0, 0, 1:]).float()
                 base_pick = mine.argmax(-1)
                 if head is not None:
-                    anchor = x[p] if t2h is None else t2h[x[p]]
+                    anchor = t2h[x[p]]
                     mine = refine(head, states[0, :, :].float(), mine[None], anchor.reshape(1),
                                   head.cfg.num_passes)[0]
                 logits = rec.logits()

@@ -51,11 +51,19 @@ class XPressRecipe:
 RECIPE = XPressRecipe()
 
 
+def target_to_head(drafter: DFlashDrafter, head_vocab: str) -> torch.Tensor:
+    """Target id -> the head's vocabulary id (-1: outside it): the drafter's draft vocabulary for a "draft" head,
+    the target's own for a "target" head (the published layout)."""
+    vocab = drafter.embed.shape[0]
+    if head_vocab == "draft" and drafter.draft_ids is not None:
+        return draft_index(drafter.draft_ids, vocab)
+    return torch.arange(vocab)
+
+
 def block_data(drafter: DFlashDrafter, data: dict, recipe: XPressRecipe, seed: int, progress=None) -> dict:
     """Per block length S: states (N, A, S, H) bf16, labels (N, A, S - 1) draft ids (-1: none), anchors (N, A)
     draft ids of the anchor tokens (-1: outside the draft vocabulary). N = responses, A = blocks_per_seq."""
-    vocab = drafter.embed.shape[0]
-    t2d = draft_index(drafter.draft_ids, vocab) if drafter.draft_ids is not None else torch.arange(vocab)
+    t2d = target_to_head(drafter, "draft")  # the head's vocabulary is the drafter's (head_config)
     gen = torch.Generator().manual_seed(seed)
     n, A = len(data["tokens"]), recipe.blocks_per_seq
     out = {S: {"states": None, "labels": torch.full((n, A, S - 1), -1, dtype=torch.long),
@@ -200,9 +208,7 @@ class RefinedDrafter(torch.nn.Module):
     def __init__(self, drafter: DFlashDrafter, head: XPressHead, passes: int):
         super().__init__()
         self.drafter, self.head, self.passes = drafter, head, passes
-        vocab = drafter.embed.shape[0]
-        self.t2h = (draft_index(drafter.draft_ids, vocab) if head.cfg.head_vocab == "draft"
-                    else torch.arange(vocab))
+        self.t2h = target_to_head(drafter, head.cfg.head_vocab)
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, tokens, feats, anchors, block_size: int = 16, **kw):
