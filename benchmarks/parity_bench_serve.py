@@ -129,8 +129,8 @@ def specsweep(model: str, a, niceness: int, work: Path) -> dict[int, dict]:
     if r.returncode != 0:
         raise SystemExit(f"specsweep run failed:\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}")
     rows = Store(url).trial_results(name)
-    return {(row["request_rate"] if a.request_rate else row["concurrency"]):
-            {"tok_s": row["output_tok_s"], "tpot": row["tpot_ms_p50"], "ttft": row["ttft_ms_p50"]} for row in rows}
+    return {(row.request_rate if a.request_rate else row.concurrency):
+            {"tok_s": row.output_tok_s, "tpot": row.tpot_ms_p50, "ttft": row.ttft_ms_p50} for row in rows}
 
 
 def main() -> None:

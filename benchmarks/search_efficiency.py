@@ -76,9 +76,9 @@ def main() -> None:
     space = SearchSpace(loaded, loaded.spec.target.model)
     table = {}
     for r in rows:
-        if r["state"] == "COMPLETE":
-            params = json.loads(r["params"]) if isinstance(r["params"], str) else r["params"]
-            table[point_key(params)] = r["output_tok_s"]
+        if r.state == "COMPLETE":
+            params = json.loads(r.params) if isinstance(r.params, str) else r.params
+            table[point_key(params)] = r.output_tok_s
     missing = [p for p in space.grid() if point_key(p) not in table]
     if missing:
         raise SystemExit(f"the surface lacks {len(missing)} grid points of the spec, e.g. {missing[0]}")

@@ -38,3 +38,7 @@ class SpecError(Exception):
 
 class StoreError(Exception):
     """The results store cannot be opened or written."""
+
+
+class StoreConflict(StoreError):
+    """A write broke a uniqueness or foreign-key constraint (e.g. two controllers inserted the same row at once)."""

@@ -20,7 +20,8 @@ import json
 from dataclasses import asdict, dataclass
 
 from .methods.schedule import Schedule, format_schedule
-from .store import Store
+from .store import NewRecommendation, Store
+from .states import TrialState
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def schedule_from(choices: list[Choice]) -> Schedule:
         else:
             out.append([start, c.concurrency, c.k])
         start = c.concurrency + 1
-    return tuple(tuple(e) for e in out)  # type: ignore[return-value]
+    return tuple((start, end, k) for start, end, k in out)
 
 
 @dataclass(frozen=True)
@@ -93,32 +94,34 @@ class Recommendation:
     def schedule_text(self) -> str:
         return format_schedule(self.schedule)
 
-    def row(self) -> dict:
-        return {"label": self.label, "method": self.method, "dataset": self.dataset,
-                "schedule": self.schedule_text, "speculative_config": self.speculative_config,
-                "best_fixed_k": self.best_fixed_k,
-                "evidence": [{"concurrency": c.concurrency, "k": c.k, "reason": c.reason, "proven": c.proven,
-                              "options": [asdict(o) for o in c.options]} for c in self.choices]}
+    def record(self) -> NewRecommendation:
+        """The sweep_recommendations row."""
+        return NewRecommendation(
+            label=self.label, method=self.method, dataset=self.dataset, schedule=self.schedule_text,
+            speculative_config=self.speculative_config, best_fixed_k=self.best_fixed_k,
+            evidence=[{"concurrency": c.concurrency, "k": c.k, "reason": c.reason, "proven": c.proven,
+                       "options": [asdict(o) for o in c.options]} for c in self.choices])
 
 
 def recommend(store: Store, sweep: str, label: str | None = None) -> list[Recommendation]:
     """One recommendation per (speculative method label, dataset) of the sweep whose rows measure more than one
     load point; raises ValueError when there is nothing to derive from."""
-    rows = [r for r in store.trial_results(sweep) if r["state"] == "COMPLETE" and r.get("request_rate") is None
-            and r.get("speedup") is not None and r.get("num_speculative_tokens")]
+    rows = [r for r in store.trial_results(sweep) if r.state == TrialState.COMPLETE and r.request_rate is None
+            and r.speedup is not None and r.num_speculative_tokens]
     if label is not None:
-        rows = [r for r in rows if r["label"] == label]
+        rows = [r for r in rows if r.label == label]
     if not rows:
         raise ValueError(f"sweep {sweep!r} has no completed closed-loop speculative row with a speedup"
                          + (f" for method {label!r}" if label else "") + ": nothing to derive a schedule from")
     out = []
-    for (lab, ds) in sorted({(r["label"], r["dataset"]) for r in rows}):
-        mine = [r for r in rows if r["label"] == lab and r["dataset"] == ds]
+    for (lab, ds) in sorted({(r.label, r.dataset) for r in rows}):
+        mine = [r for r in rows if r.label == lab and r.dataset == ds]
         by_c: dict[int, list[KOption]] = {}
         for r in mine:
-            by_c.setdefault(r["concurrency"], []).append(KOption(
-                k=r["num_speculative_tokens"], trial=r["trial"], speedup=r["speedup"], low=r["speedup_ci_low"],
-                high=r["speedup_ci_high"], flags=r.get("flags")))
+            assert r.num_speculative_tokens is not None and r.speedup is not None  # rows filtered above
+            by_c.setdefault(r.concurrency, []).append(KOption(
+                k=r.num_speculative_tokens, trial=r.trial, speedup=r.speedup, low=r.speedup_ci_low,
+                high=r.speedup_ci_high, flags=r.flags))
         choices = [choose_k(c, opts) for c, opts in sorted(by_c.items())]
         schedule = schedule_from(choices)
         top = max(k for _, _, k in schedule)
@@ -126,17 +129,18 @@ def recommend(store: Store, sweep: str, label: str | None = None) -> list[Recomm
         best_fixed = max(ks, key=lambda k: _geo_mean([o.speedup for opts in by_c.values() for o in opts if o.k == k]))
         config = None
         if top > 0:
-            template = next(r for r in mine if r["num_speculative_tokens"] == top)
+            template = next(r for r in mine if r.num_speculative_tokens == top)
             # the speculative_config the engine was given (drafter aliases such as trained:eagle3 resolved to
             # the folder vLLM loaded), less its K: ready for vLLM as it stands
-            engine_config = (store.trial(template["trial_id"]) or {}).get("engine_config")
+            stored = store.trial(template.trial_id)
+            engine_config = stored.engine_config if stored else {}
             engine_config = json.loads(engine_config) if isinstance(engine_config, str) else (engine_config or {})
-            given = engine_config.get("speculative_config") or {"method": template["method"]}
+            given = engine_config.get("speculative_config") or {"method": template.method}
             config = {**{k: v for k, v in given.items()
                          if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")},
                       "num_speculative_tokens": top,
                       "num_speculative_tokens_per_batch_size": [list(e) for e in schedule]}
-        out.append(Recommendation(sweep, lab, mine[0]["method"], ds, tuple(choices), schedule, config, best_fixed))
+        out.append(Recommendation(sweep, lab, mine[0].method, ds, tuple(choices), schedule, config, best_fixed))
     return out
 
 

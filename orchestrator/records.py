@@ -238,7 +238,8 @@ class MetricValues:
     acceptance_per_pos: list[float] = field(default_factory=list)
 
     def metric(self, name: str) -> float | None:
-        return getattr(self, name)
+        value: float | None = getattr(self, name)
+        return value
 
 
 @dataclass(frozen=True)
@@ -293,10 +294,6 @@ class TrialSummary(MetricValues):
     tps_var_share_acceptance: float | None = None
     tps_var_share_step_time: float | None = None
 
-    @classmethod
-    def from_row(cls, row: Any) -> "TrialSummary":
-        """From a stored row (trial_results / sweep_trial_metrics) that has these columns."""
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
 
 
 @dataclass(frozen=True)

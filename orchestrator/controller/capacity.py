@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..records import TrialSummary
 from ..spec.models import CapacitySpec
-from ..store import Store
-from .plan import SearchSpace, point_key
+from ..states import TrialRole, TrialState
+from ..store import NewCapacity, Store, TrialRow
+from .plan import PlannedTrial, SearchSpace, point_key
 from .pool import EnginePool, TrialRun
 
 
@@ -90,34 +91,35 @@ class CapacitySearch:
 class CapacityResult:
     """One configuration's capacity (a sweep_capacity row)."""
 
-    config: dict  # the configuration's parameters, without a load point
+    config: dict[str, Any]  # the configuration's parameters, without a load point
     status: str
     max_rate_within_slo: float | None
     first_failing_rate: float | None
     probes: list[Probe]
 
 
-def capacity_row(result: CapacityResult, planned, target_attainment: float, slo: dict) -> dict:
-    """Columns of the sweep_capacity row of one configuration's result (`planned`: any of its probes' trial,
-    for the configuration's method and engine facts; None when it has no probe)."""
+def capacity_record(result: CapacityResult, planned: PlannedTrial | None, target_attainment: float,
+                    slo: dict[str, Any]) -> NewCapacity:
+    """The sweep_capacity row of one configuration's result (`planned`: any of its probes' trial, for the
+    configuration's method and engine facts; None when it has no probe)."""
     cfg = result.config
-    return {
-        "config_key": point_key(cfg),
-        "method_label": cfg["method"],
-        "method": planned.point.method if planned else None,
-        "num_speculative_tokens": planned.point.num_speculative_tokens if planned else None,
-        "drafter": planned.point.params.get("model") if planned else None,
-        "dataset": cfg["dataset"],
-        "max_num_seqs": planned.engine.engine_args.get("max_num_seqs") if planned else None,
-        "max_num_batched_tokens": planned.engine.engine_args.get("max_num_batched_tokens") if planned else None,
-        "engine_config_hash": planned.engine.config_hash if planned else None,
-        "target_attainment": target_attainment,
-        "slo": slo,
-        "status": result.status,
-        "max_rate_within_slo": result.max_rate_within_slo,
-        "first_failing_rate": result.first_failing_rate,
-        "probes": [{"rate": p.rate, "attainment": p.attainment, "trial_id": p.trial_id} for p in result.probes],
-    }
+    return NewCapacity(
+        config_key=point_key(cfg),
+        method_label=cfg["method"],
+        method=planned.point.method if planned else None,
+        num_speculative_tokens=planned.point.num_speculative_tokens if planned else None,
+        drafter=planned.point.params.get("model") if planned else None,
+        dataset=cfg["dataset"],
+        max_num_seqs=planned.engine.engine_args.get("max_num_seqs") if planned else None,
+        max_num_batched_tokens=planned.engine.engine_args.get("max_num_batched_tokens") if planned else None,
+        engine_config_hash=planned.engine.config_hash if planned else None,
+        target_attainment=target_attainment,
+        slo=slo,
+        status=result.status,
+        max_rate_within_slo=result.max_rate_within_slo,
+        first_failing_rate=result.first_failing_rate,
+        probes=[{"rate": p.rate, "attainment": p.attainment, "trial_id": p.trial_id} for p in result.probes],
+    )
 
 
 class CapacityStrategy:
@@ -139,8 +141,8 @@ class CapacityStrategy:
         self.engines = len(self.configs)
         self.waiting: list[TrialRun] = []  # never holds trials back between rounds
 
-    def _stored(self) -> dict[str, dict]:
-        return {r["point_key"]: r for r in self.store.trials(self.sweep_id)}
+    def _stored(self) -> dict[str, TrialRow]:
+        return {r.point_key: r for r in self.store.trials(self.sweep_id)}
 
     def next_runs(self, pool: EnginePool) -> Iterator[TrialRun]:
         while self.queue and len(self.active) < pool.max_engines:
@@ -158,20 +160,20 @@ class CapacityStrategy:
                 params = {**config, "request_rate": rate}
                 stored = stored if stored is not None else self._stored()
                 row = stored.get(point_key(params))
-                if row is not None and row["state"] == "COMPLETE":  # measured before (resume): replay it
-                    summary = TrialSummary.from_row(self.store.trial_result(row["id"]))
-                    search.observe(rate, summary.slo_attainment, row["id"])
+                if row is not None and row.state == TrialState.COMPLETE:  # measured before (resume): replay it
+                    summary = self.store.trial_result(row.id).summary()
+                    search.observe(rate, summary.slo_attainment, row.id)
                     continue
-                if row is not None and row["state"] == "FAIL" and not self.retry_failed:
-                    search.observe(rate, None, row["id"])
+                if row is not None and row.state == TrialState.FAIL and not self.retry_failed:
+                    search.observe(rate, None, row.id)
                     continue
                 planned = self.space.planned_trial(params)
-                role = "paired_baseline" if key in self.baseline_keys else "search"
+                role = TrialRole.PAIRED_BASELINE if key in self.baseline_keys else TrialRole.SEARCH
                 if row is None:
-                    (row_id,) = self.store.add_trials(self.sweep_id, [planned.row(params, role)])
+                    (row_id,) = self.store.add_trials(self.sweep_id, [planned.new_trial(params, role)])
                 else:
-                    row_id = row["id"]
-                    if row["state"] == "FAIL":
+                    row_id = row.id
+                    if row.state == TrialState.FAIL:
                         self.store.requeue_trial(row_id)
                 run = TrialRun(trial_id=row_id, planned=planned, params=params, role=role, windows_wanted=self.repeats)
                 self.active[key] = run

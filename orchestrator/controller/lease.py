@@ -9,6 +9,8 @@ loop ends without writing to the sweep's rows, which are no longer its own."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import datetime as dt
 import os
 import socket
@@ -101,7 +103,7 @@ class Lease:
             except Exception:  # the database is unreachable for a moment: try again next beat
                 continue
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)

@@ -18,12 +18,17 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines.base import EngineConfig
 from ..methods import MethodPoint, get_method
 from ..records import SamplingSettings
 from ..spec import LoadedSpec
+from ..states import TrialRole
+from ..store.inserts import NewTrial
+
+if TYPE_CHECKING:
+    import optuna
 
 
 def rate_value(rate: float | str) -> float:
@@ -47,30 +52,30 @@ class PlannedTrial:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     request_rate: float | str | None = None  # open loop: requests/s ("inf": all at once); None: closed loop
 
-    def row(self, params: dict[str, Any], role: str = "search") -> dict[str, Any]:
-        """Columns of the sweep_trials row for this trial (`params`: its Optuna parameters; `role`: search,
-        or paired_baseline for a baseline the controller added to pair with speculative trials)."""
-        return {
-            "params": params,
-            "role": role,
-            "point_key": point_key(params),
-            "max_num_seqs": self.engine.engine_args.get("max_num_seqs"),
-            "max_num_batched_tokens": self.engine.engine_args.get("max_num_batched_tokens"),
-            "method_label": self.point.label,
-            "method": self.point.method,
-            "backend": self.engine.backend,
-            "num_speculative_tokens": self.point.num_speculative_tokens,
-            "method_params": {**self.point.params, **self.point.derived, **self.point.facts},
-            "concurrency": self.concurrency,
-            "request_rate": None if self.request_rate is None else rate_value(self.request_rate),
-            "dataset": self.dataset,
-            "chat_template_kwargs": self.chat_template_kwargs,
-            "engine_config": self.engine.to_dict(),
-            "engine_config_hash": self.engine.config_hash,
-            "model": self.engine.model,
-            "model_path": self.engine.model_path,
-            "drafter": self.point.params.get("model"),
-        }
+    def new_trial(self, params: dict[str, Any], role: TrialRole = TrialRole.SEARCH) -> NewTrial:
+        """The sweep_trials row for this trial (`params`: its Optuna parameters; `role`: search, or
+        paired_baseline for a baseline the controller added to pair with speculative trials)."""
+        return NewTrial(
+            params=params,
+            role=TrialRole(role),
+            point_key=point_key(params),
+            max_num_seqs=self.engine.engine_args.get("max_num_seqs"),
+            max_num_batched_tokens=self.engine.engine_args.get("max_num_batched_tokens"),
+            method_label=self.point.label,
+            method=self.point.method,
+            backend=self.engine.backend,
+            num_speculative_tokens=self.point.num_speculative_tokens,
+            method_params={**self.point.params, **self.point.derived, **self.point.facts},
+            concurrency=self.concurrency,
+            request_rate=None if self.request_rate is None else rate_value(self.request_rate),
+            dataset=self.dataset,
+            chat_template_kwargs=self.chat_template_kwargs,
+            engine_config=self.engine.to_dict(),
+            engine_config_hash=self.engine.config_hash,
+            model=self.engine.model,
+            model_path=self.engine.model_path,
+            drafter=self.point.params.get("model"),
+        )
 
 
 def point_key(params: dict[str, Any]) -> str:
@@ -188,7 +193,7 @@ class SearchSpace:
     def datasets(self) -> list[str]:
         return self.loaded.spec.workload.datasets
 
-    def suggest(self, trial) -> dict[str, Any]:
+    def suggest(self, trial: "optuna.Trial") -> dict[str, Any]:
         """Ask an Optuna trial for one point (define-by-run; conditional on the method)."""
         params: dict[str, Any] = {"method": trial.suggest_categorical("method", self.labels)}
         for k, vals in self.swept_method_params(params["method"]).items():
@@ -253,11 +258,12 @@ class SearchSpace:
         None for a point that is itself a baseline."""
         if self.method_point(params).method == "baseline":
             return None
-        load = {k: params[k] for k in ("concurrency", "request_rate") if k in params}
+        load: dict[str, Any] = {k: params[k] for k in ("concurrency", "request_rate") if k in params}
         return {"method": self.baseline_label, **{k: params[k] for k in ENGINE_KEYS if k in params},
                 "dataset": params["dataset"], **load}
 
-    def grid_baselines(self, points: list[dict[str, Any]], add_missing: bool) -> tuple[dict[str, str], list[dict]]:
+    def grid_baselines(self, points: list[dict[str, Any]],
+                       add_missing: bool) -> tuple[dict[str, str], list[dict[str, Any]]]:
         """(speculative point key -> its baseline's key, baseline points the grid lacks). Without
         `add_missing`, only points whose baseline is already in the grid are paired."""
         keys = {point_key(p) for p in points}

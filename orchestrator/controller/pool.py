@@ -22,6 +22,7 @@ import ray
 from ..engines.base import EngineConfig
 from ..records import EngineStarted, MeasureRequest, OpenLoopLoad, SloThresholds, WindowResult
 from .plan import PlannedTrial, rate_value
+from ..states import TrialRole
 
 
 @dataclass
@@ -34,7 +35,7 @@ class TrialRun:
     dispatched_at: float | None = None
     windows: list[WindowResult] = field(default_factory=list)
     engine_start_s: float | None = None
-    role: str = "search"  # or paired_baseline: added by the controller, never told to Optuna
+    role: TrialRole = TrialRole.SEARCH  # or PAIRED_BASELINE: added by the controller, never told to Optuna
     windows_wanted: int | None = None  # windows to measure in this dispatch (default: the pool's repeats)
     engine: EngineStarted | None = None  # the engine that served the last window
 
@@ -92,17 +93,61 @@ class EngineSlot:
         return self.engine.config_hash
 
 
-@dataclass
-class PoolEvent:
-    kind: str  # engine_start | engine_ready | engine_failed | engine_retired | trial_start | trial_done | trial_failed
-    run: TrialRun | None = None
-    slot: EngineSlot | None = None
-    error: str | None = None
+# What the pool did or saw, as objects (the runner turns them into store writes and controller/events.py events).
+@dataclass(frozen=True)
+class SlotStarting:
+    """An engine actor was created for the slot's configuration; its start is under way."""
+
+    slot: EngineSlot
+
+
+@dataclass(frozen=True)
+class SlotReady:
+    slot: EngineSlot
+
+
+@dataclass(frozen=True)
+class SlotFailed:
+    """The engine failed to start (or timed out starting): its configuration's trials fail with it."""
+
+    slot: EngineSlot
+    error: str
+
+
+@dataclass(frozen=True)
+class SlotRetired:
+    slot: EngineSlot
+
+
+@dataclass(frozen=True)
+class WindowStarted:
+    """A trial's next window was handed to a ready engine."""
+
+    run: TrialRun
+    slot: EngineSlot
+
+
+@dataclass(frozen=True)
+class RunDone:
+    """A trial's windows (all it wanted from this dispatch) were measured."""
+
+    run: TrialRun
+    slot: EngineSlot
+
+
+@dataclass(frozen=True)
+class RunFailed:
+    run: TrialRun
+    error: str
+    slot: EngineSlot | None = None  # None: failed before reaching an engine
+
+
+PoolEvent = SlotStarting | SlotReady | SlotFailed | SlotRetired | WindowStarted | RunDone | RunFailed
 
 
 class EnginePool:
-    def __init__(self, actor_cls, *, max_engines: int, repeats: int, start_timeout_s: float, trial_timeout_s: float,
-                 window: WindowSettings, actor_args: tuple = ()):
+    def __init__(self, actor_cls: Any, *, max_engines: int, repeats: int, start_timeout_s: float,
+                 trial_timeout_s: float, window: WindowSettings, actor_args: tuple[Any, ...] = ()):
         self.actor_cls = actor_cls
         self.actor_args = actor_args  # passed to every actor after its engine config (the workload)
         self.max_engines = max_engines
@@ -120,7 +165,7 @@ class EnginePool:
     def submit(self, run: TrialRun) -> list[PoolEvent]:
         cause = self.failed_configs.get(run.config_hash)
         if cause is not None:
-            return [PoolEvent("trial_failed", run=run, error=f"engine failed to start: {cause}")]
+            return [RunFailed(run, f"engine failed to start: {cause}")]
         self.pending.append(run)
         return []
 
@@ -155,10 +200,10 @@ class EnginePool:
 
     def interrupt(self, why: str) -> list[PoolEvent]:
         """Fail running trials with `why` and kill every engine (Ctrl-C / SIGTERM)."""
-        events = []
+        events: list[PoolEvent] = []
         for s in list(self.slots):
             if s.state == "busy" and s.run is not None:
-                events.append(PoolEvent("trial_failed", run=s.run, slot=s, error=why))
+                events.append(RunFailed(s.run, why, s))
             self._kill(s)
         return events
 
@@ -185,7 +230,7 @@ class EnginePool:
                 victim = next((s for s in self.slots if s.state == "idle"
                                and not any(r.config_hash == s.config_hash for r in self.pending)), None)
                 if victim is not None:
-                    events.append(PoolEvent("engine_retired", slot=victim))
+                    events.append(SlotRetired(victim))
                     self._retire(victim)
                 break
             engine = next(r.planned.engine for r in self.pending if r.config_hash == cfg_hash)
@@ -194,7 +239,7 @@ class EnginePool:
         if self.closing:
             for s in list(self.slots):
                 if s.state == "idle" and not any(r.config_hash == s.config_hash for r in self.pending):
-                    events.append(PoolEvent("engine_retired", slot=s))
+                    events.append(SlotRetired(s))
                     self._retire(s)
         return events
 
@@ -205,7 +250,7 @@ class EnginePool:
         slot.start_ref = actor.start.remote()
         self.slots.append(slot)
         self.engine_starts += 1
-        return PoolEvent("engine_start", slot=slot)
+        return SlotStarting(slot)
 
     def _start_trial(self, slot: EngineSlot, run: TrialRun) -> PoolEvent:
         run.dispatched_at = time.perf_counter()
@@ -214,9 +259,9 @@ class EnginePool:
         slot.state, slot.run = "busy", run
         slot.deadline = run.dispatched_at + self.trial_timeout_s
         slot.measure_ref = slot.actor.measure.remote(run.measure_request(self.window))
-        return PoolEvent("trial_start", run=run, slot=slot)
+        return WindowStarted(run, slot)
 
-    def _handle(self, slot: EngineSlot, ref) -> list[PoolEvent]:
+    def _handle(self, slot: EngineSlot, ref: Any) -> list[PoolEvent]:
         if slot.state == "stopping":
             self._kill(slot)
             return []
@@ -227,28 +272,29 @@ class EnginePool:
                 return self._engine_failed(slot, error_text(e))
             slot.state, slot.start_ref, slot.deadline = "idle", None, None
             slot.start_wall_s = time.perf_counter() - slot.started_at
-            return [PoolEvent("engine_ready", slot=slot)]
+            return [SlotReady(slot)]
         run = slot.run
+        assert run is not None  # a busy slot measures a run
         try:
             res = ray.get(ref)
         except Exception as e:  # actor died (RayActorError) or measure raised (RayTaskError)
             self._kill(slot)
-            return [PoolEvent("trial_failed", run=run, slot=slot, error=error_text(e))]
+            return [RunFailed(run, error_text(e), slot)]
         run.windows.append(replace(res, environment_id=slot.environment_id))
         if len(run.windows) < (run.windows_wanted or self.repeats):
             slot.measure_ref = slot.actor.measure.remote(run.measure_request(self.window))
             return []
         slot.state, slot.run, slot.measure_ref, slot.deadline = "idle", None, None, None
         slot.served += 1
-        return [PoolEvent("trial_done", run=run, slot=slot)]
+        return [RunDone(run, slot)]
 
     def _engine_failed(self, slot: EngineSlot, cause: str) -> list[PoolEvent]:
         self.failed_configs[slot.config_hash] = cause
         self._kill(slot)
-        events = [PoolEvent("engine_failed", slot=slot, error=cause)]
+        events: list[PoolEvent] = [SlotFailed(slot, cause)]
         for run in [r for r in self.pending if r.config_hash == slot.config_hash]:
             self.pending.remove(run)
-            events.append(PoolEvent("trial_failed", run=run, error=f"engine failed to start: {cause}"))
+            events.append(RunFailed(run, f"engine failed to start: {cause}"))
         return events
 
     def _check_deadlines(self) -> list[PoolEvent]:
@@ -261,10 +307,9 @@ class EnginePool:
                 events += self._engine_failed(s, f"engine start timed out after {self.start_timeout_s:g} s")
             elif s.state == "stopping":
                 self._kill(s)
-            elif s.state == "busy":
+            elif s.state == "busy" and s.run is not None:
                 self._kill(s)
-                events.append(PoolEvent("trial_failed", run=s.run, slot=s,
-                                        error=f"trial timed out after {self.trial_timeout_s:g} s (engine killed)"))
+                events.append(RunFailed(s.run, f"trial timed out after {self.trial_timeout_s:g} s (engine killed)", s))
         return events
 
     def _retire(self, slot: EngineSlot) -> None:

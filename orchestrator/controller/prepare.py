@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
-from ..datasets import load_prompts
+from ..datasets import Prompt, load_prompts
 from ..errors import SpecError, SpecIssue
 from ..methods.checks import check_methods
 from ..models import resolve_model
@@ -17,7 +18,7 @@ from . import events as ev
 from .plan import SearchSpace, sampling_settings
 
 
-def spec_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+def spec_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
     """Human-readable differences between two spec dicts (for refusing a changed spec under one name)."""
     out = []
     for k in sorted(set(old) | set(new)):
@@ -35,7 +36,7 @@ class Prepared:
     """Everything checked and derived before the first write."""
 
     space: SearchSpace
-    prompts: dict[str, list]
+    prompts: dict[str, list[Prompt]]
     sampling: SamplingSettings
     workload_hash: str
     commit: str | None
@@ -45,8 +46,8 @@ def prepare(loaded: LoadedSpec, store: Store, name: str, emit: ev.Listener) -> P
     """Check every input (spec vs. a stored sweep of the same name, datasets, target, drafters); writes nothing."""
     spec = loaded.spec
     existing = store.get_sweep(name)
-    if existing and existing["spec_hash"] != loaded.spec_hash:
-        diff = spec_diff(existing["spec"], spec.model_dump(mode="json"))
+    if existing and existing.spec_hash != loaded.spec_hash:
+        diff = spec_diff(existing.spec, spec.model_dump(mode="json"))
         raise SpecError([SpecIssue(loaded.path, None, "name",
                                    f"a sweep named {name!r} already exists in {store.display_url} with a different "
                                    f"spec; use --new-name NAME to start a new sweep. Changed:\n  " + "\n  ".join(diff))])
@@ -67,7 +68,7 @@ def prepare(loaded: LoadedSpec, store: Store, name: str, emit: ev.Listener) -> P
                     workload_hash=workload_hash(prompts, sampling), commit=git_commit())
 
 
-def workload_hash(prompts: dict[str, list], sampling: SamplingSettings) -> str:
+def workload_hash(prompts: dict[str, list[Prompt]], sampling: SamplingSettings) -> str:
     """Identity of what every engine is asked: prompts (ids, messages, lengths) and sampling settings."""
     import dataclasses
     import hashlib

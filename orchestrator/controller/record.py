@@ -15,6 +15,7 @@ from ..validity import coefficient_of_variation, trial_flags
 from .pairing import Baselines
 from .pool import TrialRun
 from .study import StudyBook, feasible
+from ..states import TrialRole
 
 
 @dataclass
@@ -56,7 +57,7 @@ class TrialRecorder:
             kv_cache_tokens=run.engine.kv_cache_tokens if run.engine else None))
         self.tell(run, summary)
         self.baselines.pair(run.trial_id)
-        if run.role == "paired_baseline":
+        if run.role == TrialRole.PAIRED_BASELINE:
             self.tally.baselines += 1
         else:
             self.tally.completed += 1
@@ -70,7 +71,7 @@ class TrialRecorder:
 
     def tell(self, run: TrialRun, summary: TrialSummary | None) -> None:
         """Report a finished trial to Optuna (never raises: the measurement is already stored)."""
-        if run.role == "paired_baseline" or self.spec.search.sampler == "capacity":
+        if run.role == TrialRole.PAIRED_BASELINE or self.spec.search.sampler == "capacity":
             return  # not a point an Optuna sampler chose
         try:
             number = self.book.tell(run.handle, run.params, run.trial_id, summary)

@@ -11,7 +11,7 @@ from ..paths import cache_dir
 from ..spec import LoadedSpec
 
 
-def engine_actor_class(loaded: LoadedSpec):
+def engine_actor_class(loaded: LoadedSpec) -> Any:
     import ray
 
     from ..engines.actor import EngineActor

@@ -4,17 +4,19 @@ before, which rows are re-queued, which paired baselines exist. Nothing here tal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..store import Store
+from ..store import Store, TrialRow
 from .plan import SearchSpace, point_key
 from .pool import TrialRun
+from ..states import QUEUED, BaselineState, TrialRole, TrialState
 
 
 def requeue_orphans(store: Store, sweep_id: int) -> int:
     """Rows a dead controller left RUNNING go back to PENDING (attempt + 1) and run again: they never
     finished, through no fault of their own. Only the sweep's lease holder calls this, so no live controller
     is running them."""
-    running = [r["id"] for r in store.trials(sweep_id) if r["state"] == "RUNNING"]
+    running = [r.id for r in store.trials(sweep_id) if r.state == TrialState.RUNNING]
     store.requeue_trials(running, "previous attempt interrupted (its controller died); runs again")
     return len(running)
 
@@ -30,33 +32,34 @@ def reconcile_grid(store: Store, sweep_id: int, space: SearchSpace, n_trials: in
     """Rows for every grid point (and the paired baselines it lacks), PENDING ones and failed ones (with
     `retry_failed`) queued again, and each speculative point linked to its baseline."""
     rows = store.trials(sweep_id)
-    by_key = {r["point_key"]: r for r in rows}
+    by_key = {r.point_key: r for r in rows}
     points = space.grid()
     if n_trials:
         points = points[:n_trials]
     pairs, baselines = space.grid_baselines(points, paired_baseline)
-    roles = {point_key(p): "paired_baseline" for p in baselines}
-    queue: list[tuple[dict, int | None]] = []  # (params, existing row id)
+    roles = {point_key(p): TrialRole.PAIRED_BASELINE for p in baselines}
+    queue: list[tuple[dict[str, Any], int | None]] = []  # (params, existing row id)
     skipped = 0
     for params in points + baselines:
         row = by_key.get(point_key(params))
         if row is None:
             queue.append((params, None))
-        elif row["state"] == "PENDING" or (row["state"] == "FAIL" and retry_failed):
-            if row["state"] == "FAIL":
-                store.requeue_trial(row["id"])
-            queue.append((params, row["id"]))
+        elif row.state == TrialState.PENDING or (row.state == TrialState.FAIL and retry_failed):
+            if row.state == TrialState.FAIL:
+                store.requeue_trial(row.id)
+            queue.append((params, row.id))
         else:
             skipped += 1
     planned = [space.planned_trial(p) for p, _ in queue]
-    new_ids = iter(store.add_trials(sweep_id, [pl.row(p, roles.get(point_key(p), "search"))
+    new_ids = iter(store.add_trials(sweep_id, [pl.new_trial(p, roles.get(point_key(p), TrialRole.SEARCH))
                                                for (p, rid), pl in zip(queue, planned) if rid is None]))
     runs = [TrialRun(trial_id=rid if rid is not None else next(new_ids), planned=pl, params=p,
-                     role=roles.get(point_key(p), "search"))
+                     role=roles.get(point_key(p), TrialRole.SEARCH))
             for (p, rid), pl in zip(queue, planned)]
-    ids = {r["point_key"]: r["id"] for r in store.trials(sweep_id)}
+    ids = {r.point_key: r.id for r in store.trials(sweep_id)}
     for key, base_key in pairs.items():
-        if key in ids and base_key in ids and (by_key.get(key) or {}).get("baseline_trial_id") != ids[base_key]:
+        stored = by_key.get(key)
+        if key in ids and base_key in ids and (stored is None or stored.baseline_trial_id != ids[base_key]):
             store.link_baseline(ids[key], ids[base_key])
     return GridWork(runs=runs, skipped=skipped)
 
@@ -65,33 +68,33 @@ def reconcile_grid(store: Store, sweep_id: int, space: SearchSpace, n_trials: in
 class AdaptiveWork:
     target: int  # trials to ask for in this run
     skipped: int  # trials done before
-    retry_params: list[dict] = field(default_factory=list)  # failed points asked again first (enqueued)
+    retry_params: list[dict[str, Any]] = field(default_factory=list)  # failed points asked again first (enqueued)
     retry_rows: list[int] = field(default_factory=list)  # their rows, in the same order
-    completed: dict[str, dict] = field(default_factory=dict)  # point key -> COMPLETE row (answered from the store)
-    baseline_rows: dict[str, tuple[int, str]] = field(default_factory=dict)  # baseline key -> (row id, state)
-    leftover_baselines: list[dict] = field(default_factory=list)  # PENDING paired baselines: measured first
+    completed: dict[str, TrialRow] = field(default_factory=dict)  # point key -> COMPLETE row (answered from the store)
+    baseline_rows: dict[str, tuple[int, BaselineState]] = field(default_factory=dict)  # baseline key -> (row id, state)
+    leftover_baselines: list[TrialRow] = field(default_factory=list)  # PENDING paired baselines: measured first
 
 
 def reconcile_adaptive(store: Store, sweep_id: int, n_trials: int | None, retry_failed: bool) -> AdaptiveWork:
     rows = store.trials(sweep_id)
-    done = sum(1 for r in rows if r["state"] in ("COMPLETE", "FAIL"))
-    retry = [r for r in rows if r["state"] == "FAIL" and r["role"] == "search"] if retry_failed else []
+    done = sum(1 for r in rows if r.state in (TrialState.COMPLETE, TrialState.FAIL))
+    retry = [r for r in rows if r.state == TrialState.FAIL and r.role == TrialRole.SEARCH] if retry_failed else []
     for r in retry:
-        store.requeue_trial(r["id"])
+        store.requeue_trial(r.id)
     # asked before but never finished (interrupted, or left by a dead controller): asked again first
-    pending = [r for r in rows if r["state"] == "PENDING" and r["role"] == "search"]
+    pending = [r for r in rows if r.state == TrialState.PENDING and r.role == TrialRole.SEARCH]
     again = retry + pending
     work = AdaptiveWork(target=max(len(pending), (n_trials or 20) - done) + len(retry), skipped=done - len(retry),
-                        retry_params=[r["params"] for r in again], retry_rows=[r["id"] for r in again],
-                        completed={r["point_key"]: r for r in rows if r["state"] == "COMPLETE"})
+                        retry_params=[r.params for r in again], retry_rows=[r.id for r in again],
+                        completed={r.point_key: r for r in rows if r.state == TrialState.COMPLETE})
     for r in rows:  # paired baselines left over (their trials were asked before): measured first
-        if r["role"] != "paired_baseline":
+        if r.role != TrialRole.PAIRED_BASELINE:
             continue
-        if r["state"] == "PENDING" or (r["state"] == "FAIL" and retry_failed):
-            if r["state"] == "FAIL":
-                store.requeue_trial(r["id"])
-            work.baseline_rows[r["point_key"]] = (r["id"], "QUEUED")
+        if r.state == TrialState.PENDING or (r.state == TrialState.FAIL and retry_failed):
+            if r.state == TrialState.FAIL:
+                store.requeue_trial(r.id)
+            work.baseline_rows[r.point_key] = (r.id, QUEUED)
             work.leftover_baselines.append(r)
         else:
-            work.baseline_rows[r["point_key"]] = (r["id"], r["state"])
+            work.baseline_rows[r.point_key] = (r.id, r.state)
     return work

@@ -19,22 +19,26 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..records import OpenLoopLoad, SloThresholds, TrialSummary
 from ..spec import LoadedSpec
+from ..spec.models import SweepSpec
 from ..store import Store
 from . import events as ev
 from .pairing import Baselines, PairingSettings
-from .pool import EnginePool, PoolEvent, TrialRun, WindowSettings
+from .pool import (EnginePool, EngineSlot, PoolEvent, RunDone, RunFailed, SlotFailed, SlotReady, SlotRetired,
+                   SlotStarting, TrialRun, WindowSettings, WindowStarted)
 from .prepare import Prepared, prepare
 from .ray_session import ensure_ray
 from .resources import engine_actor_class, max_engines
 from .record import TrialRecorder
 from .lease import Lease
 from .resume import reconcile_adaptive, reconcile_grid, requeue_orphans
-from .capacity import CapacityResult, CapacityStrategy, capacity_row
+from .capacity import CapacityResult, CapacityStrategy, capacity_record
 from .strategies import AdaptiveStrategy, GridStrategy
 from .study import StudyBook, fail_stale_trials, open_study
+from ..states import SweepStatus, TrialState
 
 
 class Interrupted(Exception):
@@ -63,7 +67,7 @@ class RunOutcome:
     ray_init_s: float = 0.0  # part of wall_s spent connecting to / starting Ray
     interrupted: bool = False
     wall_s: float = 0.0
-    states: dict[str, int] = field(default_factory=dict)  # every trial of the sweep, by state, at the end
+    states: dict[TrialState, int] = field(default_factory=dict)  # every trial of the sweep, by state, at the end
 
     @property
     def total(self) -> int:
@@ -72,23 +76,23 @@ class RunOutcome:
     @property
     def all_complete(self) -> bool:
         """Every trial of the sweep is COMPLETE: the only outcome that exits 0."""
-        return self.total == self.states.get("COMPLETE", 0)
+        return self.total == self.states.get(TrialState.COMPLETE, 0)
 
 
 class _SignalGuard:
     """SIGTERM / SIGHUP / Ctrl-C during a sweep set a flag that the scheduling loop checks between waits (raising
     inside Ray's blocking calls corrupts them). A second Ctrl-C raises KeyboardInterrupt at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.why: str | None = None
+        self.previous: dict[signal.Signals, Any] = {}
 
-    def __enter__(self):
-        def handler(signum, frame):
+    def __enter__(self) -> "_SignalGuard":
+        def handler(signum: int, frame: object) -> None:
             if self.why is not None and signum == signal.SIGINT:
                 raise KeyboardInterrupt
             self.why = signal.Signals(signum).name
 
-        self.previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             try:
                 self.previous[sig] = signal.signal(sig, handler)
@@ -102,7 +106,7 @@ class _SignalGuard:
         if lease is not None and lease.lost.is_set():
             raise LeaseLost("the sweep's lease was taken by another controller (--break-lease): stopping")
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for sig, prev in self.previous.items():
             signal.signal(sig, prev)
         return False
@@ -120,8 +124,8 @@ class SweepController:
         fail_stale_trials(study)
         existing = store.get_sweep(name)
         if existing:
-            self.sweep_id = existing["id"]
-            store.set_sweep_status(self.sweep_id, "running")
+            self.sweep_id = existing.id
+            store.set_sweep_status(self.sweep_id, SweepStatus.RUNNING)
         else:
             self.sweep_id = store.create_sweep(name, loaded.spec_hash, self.spec.model_dump(mode="json"), loaded.path)
         self.outcome = RunOutcome(sweep_id=self.sweep_id, sweep=name)
@@ -143,10 +147,10 @@ class SweepController:
                                     repeats=m.repeats, with_baseline=m.paired_baseline,
                                     retry_failed=self.retry_failed, on_result=self._capacity_found)
         if s.sampler == "grid":
-            work = reconcile_grid(self.store, self.sweep_id, self.p.space, s.n_trials, m.paired_baseline,
+            grid = reconcile_grid(self.store, self.sweep_id, self.p.space, s.n_trials, m.paired_baseline,
                                   self.retry_failed)
-            self.outcome.skipped = work.skipped
-            return GridStrategy(work.runs, m.repeats, rotated=m.order == "rotated" and m.repeats > 1)
+            self.outcome.skipped = grid.skipped
+            return GridStrategy(grid.runs, m.repeats, rotated=m.order == "rotated" and m.repeats > 1)
         work = reconcile_adaptive(self.store, self.sweep_id, s.n_trials, self.retry_failed)
         self.outcome.skipped = work.skipped
         deadline = self.t_start + s.timeout_s if s.timeout_s else None
@@ -159,15 +163,17 @@ class SweepController:
         s = self.spec
         planned = self.p.space.planned_trial({**result.config, "request_rate": result.probes[0].rate}) \
             if result.probes else None
-        self.store.save_capacity(self.sweep_id, capacity_row(result, planned, s.search.capacity.target_attainment,
-                                                             s.measurement.slo.model_dump(exclude_none=True)))
+        slo = s.measurement.slo
+        assert slo is not None  # the capacity sampler needs measurement.slo (spec/models.py)
+        self.store.save_capacity(self.sweep_id, capacity_record(result, planned, s.search.capacity.target_attainment,
+                                                             slo.model_dump(exclude_none=True)))
         self.emit(ev.CapacityFound(label=result.config["method"], k=planned.point.num_speculative_tokens if planned else None,
                                    dataset=result.config["dataset"], status=result.status,
                                    max_rate_within_slo=result.max_rate_within_slo,
                                    first_failing_rate=result.first_failing_rate, probes=len(result.probes)))
 
     def _stored_summary(self, trial_id: int) -> TrialSummary:
-        return TrialSummary.from_row(self.store.trial_result(trial_id))
+        return self.store.trial_result(trial_id).summary()
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self, ray_address: str | None) -> RunOutcome:
@@ -193,7 +199,7 @@ class SweepController:
             return self._interrupted(pool, str(e) or "Ctrl-C")
         except BaseException:  # a bug or a lost database: never leave the sweep saying `running`
             try:
-                self.store.set_sweep_status(self.sweep_id, "interrupted")
+                self.store.set_sweep_status(self.sweep_id, SweepStatus.INTERRUPTED)
             except Exception:
                 pass
             raise
@@ -257,7 +263,7 @@ class SweepController:
     def _interrupted(self, pool: EnginePool, why: str) -> RunOutcome:
         """Engines killed; trials being measured, and rotated trials between rounds, go back to PENDING (their
         windows are lost with them) and run again on resume; asked trials are told FAIL to Optuna."""
-        measuring = [pe.run for pe in pool.interrupt(why) if pe.kind == "trial_failed"]
+        measuring = [pe.run for pe in pool.interrupt(why) if isinstance(pe, RunFailed)]
         note = f"previous attempt interrupted ({why}); runs again"
         for run in measuring:
             self.store.requeue_trial(run.trial_id, note)
@@ -267,7 +273,7 @@ class SweepController:
                 self.recorder.tell(run, None)
         self.outcome.interrupted = True
         self.outcome.engine_starts = pool.engine_starts
-        self.store.set_sweep_status(self.sweep_id, "interrupted")
+        self.store.set_sweep_status(self.sweep_id, SweepStatus.INTERRUPTED)
         self._count()
         self.emit(ev.SweepInterrupted(why))
         return self.outcome
@@ -278,37 +284,43 @@ class SweepController:
             self._on_event(pe)
 
     def _on_event(self, pe: PoolEvent) -> None:
-        run, slot = pe.run, pe.slot
-        if pe.kind == "engine_start":
-            self.emit(ev.EngineStarting(slot.engine.method_label, slot.config_hash))
-        elif pe.kind == "engine_ready":
-            slot.environment_id = self.store.environment_id({
-                **slot.started.fingerprint, "workload_hash": self.p.workload_hash,
-                "spec_hash": self.loaded.spec_hash, "specsweep_commit": self.p.commit})
-            fp = slot.started.fingerprint
-            self.outcome.engine_start_s += slot.start_wall_s
-            self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s, fp.get("dtype"), fp.get("dtype_reason"),
-                                     slot.started.log_path))
-        elif pe.kind == "engine_failed":
-            self.emit(ev.EngineFailed(slot.engine.method_label, pe.error))
-        elif pe.kind == "engine_retired":
-            self.emit(ev.EngineRetired(slot.engine.method_label, slot.served))
-        elif pe.kind == "trial_start":
-            if not run.windows:
-                self.store.mark_running(run.trial_id, slot.environment_id, run.engine_start_s,
-                                        slot.started.pid if slot.started else None, run.dispatched_at - run.queued_at)
-            self.emit(ev.TrialStarted(_ref(run), window=len(run.windows) + 1))
-        elif pe.kind == "trial_done":
-            if not self.strategy.window_done(run):  # rotated: more rounds to come
-                self.emit(ev.WindowDone(_ref(run), windows=len(run.windows)))
-                return
-            summary, flags = self.recorder.completed(run)
-            self.emit(ev.TrialDone(_ref(run), summary, tuple(flags)))
-            self.strategy.finished(run, summary)
-        elif pe.kind == "trial_failed":
-            self.recorder.failed(run, pe.error)
-            self.emit(ev.TrialFailed(_ref(run), pe.error))
-            self.strategy.finished(run, None)
+        match pe:
+            case SlotStarting(slot):
+                self.emit(ev.EngineStarting(slot.engine.method_label, slot.config_hash))
+            case SlotReady(slot):
+                self._engine_ready(slot)
+            case SlotFailed(slot, error):
+                self.emit(ev.EngineFailed(slot.engine.method_label, error))
+            case SlotRetired(slot):
+                self.emit(ev.EngineRetired(slot.engine.method_label, slot.served))
+            case WindowStarted(run, slot):
+                if not run.windows:
+                    self.store.mark_running(run.trial_id, slot.environment_id, run.engine_start_s,
+                                            slot.started.pid if slot.started else None,
+                                            (run.dispatched_at or run.queued_at) - run.queued_at)
+                self.emit(ev.TrialStarted(_ref(run), window=len(run.windows) + 1))
+            case RunDone(run, _):
+                if not self.strategy.window_done(run):  # rotated: more rounds to come
+                    self.emit(ev.WindowDone(_ref(run), windows=len(run.windows)))
+                    return
+                summary, flags = self.recorder.completed(run)
+                self.emit(ev.TrialDone(_ref(run), summary, tuple(flags)))
+                self.strategy.finished(run, summary)
+            case RunFailed(run, error, _):
+                self.recorder.failed(run, error)
+                self.emit(ev.TrialFailed(_ref(run), error))
+                self.strategy.finished(run, None)
+
+    def _engine_ready(self, slot: EngineSlot) -> None:
+        started = slot.started
+        assert started is not None and slot.start_wall_s is not None  # set by the pool before SlotReady
+        slot.environment_id = self.store.environment_id({
+            **started.fingerprint, "workload_hash": self.p.workload_hash,
+            "spec_hash": self.loaded.spec_hash, "specsweep_commit": self.p.commit})
+        fp = started.fingerprint
+        self.outcome.engine_start_s += slot.start_wall_s
+        self.emit(ev.EngineReady(slot.engine.method_label, slot.start_wall_s, fp.get("dtype"), fp.get("dtype_reason"),
+                                 started.log_path))
 
     def _count(self) -> None:
         t = self.recorder.tally
@@ -320,21 +332,21 @@ class SweepController:
     def _finish(self) -> RunOutcome:
         self.baselines.pair_missing(self.store.trials(self.sweep_id))
         rows = self.store.trials(self.sweep_id)
-        stored_numbers = {r["optuna_trial_number"]: r["id"] for r in rows}
+        stored_numbers = {r.optuna_trial_number: r.id for r in rows if r.optuna_trial_number is not None}
         self.store.set_pareto_front(self.sweep_id, self.book.best_rows(stored_numbers))
         self._count()
         states = self.outcome.states
         if self.outcome.all_complete:
-            status = "complete"
-        elif states.get("PENDING") or states.get("RUNNING"):
-            status = "incomplete"  # e.g. search.timeout_s reached: run again to continue
+            status = SweepStatus.COMPLETE
+        elif states.get(TrialState.PENDING) or states.get(TrialState.RUNNING):
+            status = SweepStatus.INCOMPLETE  # e.g. search.timeout_s reached: run again to continue
         else:
-            status = "failed"
+            status = SweepStatus.FAILED
         self.store.set_sweep_status(self.sweep_id, status)
         return self.outcome
 
 
-def window_settings(spec) -> WindowSettings:
+def window_settings(spec: SweepSpec) -> WindowSettings:
     """How every window of the sweep is taken, from the spec's measurement and workload sections."""
     m, w = spec.measurement, spec.workload
     slo = None if m.slo is None else SloThresholds(ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms, e2e_ms=m.slo.e2e_ms)

@@ -24,6 +24,8 @@ from .pool import EnginePool, TrialRun
 from .record import TrialRecorder
 from .resume import AdaptiveWork
 from .study import StudyBook
+from ..records import TrialSummary
+from ..states import TrialRole
 
 
 def _in_pool(pool: EnginePool) -> list[TrialRun]:
@@ -57,7 +59,7 @@ class GridStrategy:
             return False
         return True
 
-    def finished(self, run: TrialRun, summary) -> None:
+    def finished(self, run: TrialRun, summary: TrialSummary | None) -> None:
         pass
 
     def exhausted(self, pool: EnginePool) -> bool:
@@ -68,7 +70,7 @@ class GridStrategy:
 class AdaptiveStrategy:
     def __init__(self, book: StudyBook, space: SearchSpace, recorder: TrialRecorder, baselines: Baselines,
                  work: AdaptiveWork, *, sweep_id: int, repeats: int, paired_baseline: bool, deadline: float | None,
-                 stored_summary: Callable[[int], object]):
+                 stored_summary: Callable[[int], TrialSummary]):
         self.book, self.space, self.recorder, self.baselines = book, space, recorder, baselines
         self.work, self.sweep_id, self.repeats = work, sweep_id, repeats
         self.paired_baseline, self.deadline, self.stored_summary = paired_baseline, deadline, stored_summary
@@ -86,8 +88,8 @@ class AdaptiveStrategy:
     def next_runs(self, pool: EnginePool) -> Iterator[TrialRun]:
         while self.work.leftover_baselines:  # a resumed sweep's unmeasured baselines: their trials wait for them
             row = self.work.leftover_baselines.pop(0)
-            yield TrialRun(trial_id=row["id"], planned=self.space.planned_trial(row["params"]), params=row["params"],
-                           role="paired_baseline", windows_wanted=self.repeats)
+            yield TrialRun(trial_id=row.id, planned=self.space.planned_trial(row.params), params=row.params,
+                           role=TrialRole.PAIRED_BASELINE, windows_wanted=self.repeats)
         while self.asked < self.work.target and (self.deadline is None or time.perf_counter() < self.deadline) \
                 and pool.in_flight < pool.max_engines:
             trial = self.book.ask()
@@ -97,13 +99,13 @@ class AdaptiveStrategy:
             stored = self.work.completed.get(point_key(params))
             if row_id is None and stored is not None:
                 # measured before: tell the stored result instead of spending engine time
-                self.recorder.tell(TrialRun(trial_id=stored["id"], planned=self.space.planned_trial(params),
-                                            params=params, handle=trial), self.stored_summary(stored["id"]))
+                self.recorder.tell(TrialRun(trial_id=stored.id, planned=self.space.planned_trial(params),
+                                            params=params, handle=trial), self.stored_summary(stored.id))
                 self.recorder.tally.reused += 1
                 continue
             planned = self.space.planned_trial(params)
             if row_id is None:
-                (row_id,) = self.store.add_trials(self.sweep_id, [planned.row(params)])
+                (row_id,) = self.store.add_trials(self.sweep_id, [planned.new_trial(params)])
             self.store.update_trial(row_id, optuna_trial_number=trial.number)
             run = TrialRun(trial_id=row_id, planned=planned, params=params, handle=trial, windows_wanted=self.repeats)
             yield run
@@ -116,16 +118,16 @@ class AdaptiveStrategy:
             return
         planned = self.space.planned_trial(bp)
         rid, measure = self.baselines.claim(
-            point_key(bp), lambda: self.store.add_trials(self.sweep_id, [planned.row(bp, "paired_baseline")])[0])
+            point_key(bp), lambda: self.store.add_trials(self.sweep_id, [planned.new_trial(bp, TrialRole.PAIRED_BASELINE)])[0])
         self.store.link_baseline(run.trial_id, rid)
         if measure:
-            yield TrialRun(trial_id=rid, planned=planned, params=bp, role="paired_baseline",
+            yield TrialRun(trial_id=rid, planned=planned, params=bp, role=TrialRole.PAIRED_BASELINE,
                            windows_wanted=self.repeats)
 
     def window_done(self, run: TrialRun) -> bool:
         return len(run.windows) >= self.repeats
 
-    def finished(self, run: TrialRun, summary) -> None:
+    def finished(self, run: TrialRun, summary: TrialSummary | None) -> None:
         pass  # Optuna hears of it through the recorder
 
     def exhausted(self, pool: EnginePool) -> bool:

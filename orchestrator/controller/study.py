@@ -74,7 +74,7 @@ def constraint_values(search: SearchSpec, summary: TrialSummary) -> dict[str, fl
         if v is None:
             out[key] = 1.0
         else:
-            out[key] = float(v) - c.max if c.max is not None else c.min - float(v)
+            out[key] = float(v) - c.max if c.max is not None else float(c.min or 0.0) - float(v)
     return out
 
 
@@ -89,7 +89,7 @@ class StudyBook:
     Trial numbers are sequential per study, and one controller at a time writes a sweep's study, so the
     number of an added trial is the count of trials before it (no private storage call needed)."""
 
-    def __init__(self, study: optuna.Study, search: SearchSpec, distributions: Callable[[dict], dict]):
+    def __init__(self, study: optuna.Study, search: SearchSpec, distributions: Callable[[dict[str, Any]], dict[str, Any]]):
         self.study, self.search, self.distributions = study, search, distributions
         self.row_of_number: dict[int, int] = {}  # Optuna trial number -> sweep_trials row id
         self._next_number = len(study.get_trials(deepcopy=False))

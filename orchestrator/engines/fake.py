@@ -139,6 +139,7 @@ class FakeBackend(EngineBackend):
             while self._waiting and len(self._running) < self.max_num_seqs:
                 self._running.append(self._waiting.pop(0))
             if not self._running:
+                assert self._wakeup is not None  # made by the loop's start
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
@@ -176,6 +177,7 @@ class FakeBackend(EngineBackend):
             tokens[1:] = [t + 1 for t in tokens[1:]]
         req = _Running(tokens=tokens, rng=random.Random(f"{self.seed}/{request_id}/{text}"))
         self._waiting.append(req)
+        assert self._wakeup is not None
         self._wakeup.set()
         while True:
             chunk = await req.queue.get()

@@ -26,6 +26,8 @@ What crosses vLLM's RPC boundary is a plain list (tensors and dataclasses do not
 
 from __future__ import annotations
 
+from typing import Any
+
 import functools
 import time
 
@@ -42,7 +44,7 @@ class _Clock:
         self.cuda = cuda
         self.sums = {"total": 0.0, "verify": 0.0, "drafter": 0.0}
         self.steps = 0
-        self.pending: list[tuple[str, object, object]] = []
+        self.pending: list[tuple[str, Any, Any]] = []  # (role, start event, stop event): torch.cuda.Event
 
     def start(self):
         if self.cuda:
@@ -75,6 +77,8 @@ class _Clock:
 
 class StepTimer:
     """Mixed into vLLM's worker class by `worker_extension_cls`: `self` is the worker."""
+
+    model_runner: Any  # the worker's (vLLM sets it; this class only names what it reads)
 
     def specsweep_timing_install(self) -> bool | str:
         """True when installed; otherwise why not (a string: the engine runs untimed)."""

@@ -72,9 +72,10 @@ class RequestRecord:
     @property
     def tpot(self) -> float | None:
         """Time per output token after the first: (e2e - ttft) / (tokens - 1)."""
-        if not self.ok or self.num_output_tokens < 2:
+        e2e, ttft = self.e2e, self.ttft
+        if not self.ok or self.num_output_tokens < 2 or e2e is None or ttft is None:
             return None
-        return (self.e2e - self.ttft) / (self.num_output_tokens - 1)
+        return (e2e - ttft) / (self.num_output_tokens - 1)
 
     @property
     def itls(self) -> list[float]:

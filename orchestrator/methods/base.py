@@ -47,9 +47,9 @@ class Param:
             value = float(value)
         if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
             raise MethodError(name, f"expected {self.allowed()}, got {value!r}")
-        if self.ge is not None and value < self.ge:
+        if self.ge is not None and value < self.ge:  # type: ignore[operator]  # numeric: isinstance above
             raise MethodError(name, f"{value!r} is out of range: allowed {self.allowed()}")
-        if self.le is not None and value > self.le:
+        if self.le is not None and value > self.le:  # type: ignore[operator]  # numeric: isinstance above
             raise MethodError(name, f"{value!r} is out of range: allowed {self.allowed()}")
         return value
 

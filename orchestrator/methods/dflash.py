@@ -53,13 +53,13 @@ class DFlash(Method):
         if cfg is None:
             ctx.notes.append(f"{point.label}: drafter {point.params['model']} is not local; block size and "
                              f"sample_from_anchor are not checked")
-            return
+            return {}
         block = block_size_of(cfg)
         k = point.num_speculative_tokens
         if block is None:
             raise MethodError("model", f"{point.params['model']}: config.json has no block_size (top level or "
                                        f"dflash_config): not a DFlash drafter")
-        if k > block - 1:
+        if k is not None and k > block - 1:
             param = "block_size" if "block_size" in point.params else "num_speculative_tokens"
             raise MethodError(param, f"K={k} exceeds what the drafter's trained block allows: block_size={block}, "
                                      f"so K must be in [1, {block - 1}]")

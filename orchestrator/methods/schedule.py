@@ -20,14 +20,14 @@ class ScheduleError(ValueError):
 
 def parse_schedule(text: str) -> Schedule:
     """'1-3:3, 4-7:2, 8-256:0' -> ((1, 3, 3), (4, 7, 2), (8, 256, 0)); raises ScheduleError saying what is wrong."""
-    entries = []
+    entries: list[tuple[int, int, int]] = []
     for part in (p.strip() for p in str(text).split(",")):
         if not part:
             continue
         try:
-            rng, k = part.split(":")
+            rng, k_text = part.split(":")
             start, end = (int(x) for x in rng.split("-")) if "-" in rng else (int(rng), int(rng))
-            entries.append((start, end, int(k)))
+            entries.append((start, end, int(k_text)))
         except ValueError:
             raise ScheduleError(f"{part!r} is not START-END:K (e.g. '1-3:3, 4-256:0')") from None
     if not entries:

@@ -56,7 +56,8 @@ class _Pipe:
         # child cannot overwrite one with the other; the dup2 copies on 3 and 4 are the ones Chromium inherits.
         hi_r = fcntl.fcntl(cmd_r, fcntl.F_DUPFD_CLOEXEC, 10)
         hi_w = fcntl.fcntl(ev_w, fcntl.F_DUPFD_CLOEXEC, 10)
-        os.close(cmd_r), os.close(ev_w)
+        os.close(cmd_r)
+        os.close(ev_w)
 
         def place_fds() -> None:
             os.dup2(hi_r, 3)
@@ -66,7 +67,8 @@ class _Pipe:
             self.proc = subprocess.Popen(args, preexec_fn=place_fds, close_fds=False, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         finally:
-            os.close(hi_r), os.close(hi_w)
+            os.close(hi_r)
+            os.close(hi_w)
         self.w = cmd_w
         self.r = ev_r
         self.buf = b""

@@ -14,7 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store import Store
+from ..states import TrialState
+from ..store import (
+    CapacityResult,
+    CrossoverRow,
+    EnvironmentRow,
+    RequestAcceptanceRow,
+    Store,
+    TrialResult,
+)
 from ..validity.fingerprint import ENVIRONMENT_FIELDS, fingerprint_diff
 
 # Flags under which a row's speedup is not to be believed (README, Flags); a verdict naming such a row says so.
@@ -22,14 +30,15 @@ SUSPECT_FLAGS = ("lossy?", "distribution_shift?", "impossible_al", "fingerprint_
                  "baseline_failed", "client_saturated", "warmup_failed")
 
 
-def config_label(row: dict, batch_varies: bool = False) -> str:
+def config_label(row: TrialResult | CrossoverRow | CapacityResult, batch_varies: bool = False) -> str:
     """method label, K, and the engine batch settings when the sweep varies them."""
-    k = row.get("num_speculative_tokens")
-    out = row["label"] + ("" if k is None else f" K={k}")
+    k = row.num_speculative_tokens
+    out = row.label + ("" if k is None else f" K={k}")
     if batch_varies:
-        for col, short in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens")):
-            if row.get(col) is not None:
-                out += f" {short}={row[col]}"
+        if row.max_num_seqs is not None:
+            out += f" max_num_seqs={row.max_num_seqs}"
+        if row.max_num_batched_tokens is not None:
+            out += f" max_num_batched_tokens={row.max_num_batched_tokens}"
     return out
 
 
@@ -105,41 +114,41 @@ class Verdict:
         return f"{self.dataset}: " + "; ".join(p for p, _ in parts) + "."
 
 
-def verdicts(rows: list[dict]) -> list[Verdict]:
+def verdicts(rows: list[TrialResult]) -> list[Verdict]:
     """A verdict per dataset from the rows that carry a speedup (COMPLETE, paired with a baseline)."""
-    rated = [r for r in rows if r.get("state") == "COMPLETE" and r.get("speedup") is not None
-             and r.get("request_rate") is None]  # the verdict speaks of concurrency: closed-loop rows
+    rated = [r for r in rows if r.state == TrialState.COMPLETE and r.speedup is not None
+             and r.request_rate is None]  # the verdict speaks of concurrency: closed-loop rows
     batch_varies = _batch_varies(rows)
     out = []
-    for ds in sorted({r["dataset"] for r in rows}):
-        by_conc: dict[int, list[dict]] = {}
+    for ds in sorted({r.dataset for r in rows}):
+        by_conc: dict[int, list[TrialResult]] = {}
         for r in rated:
-            if r["dataset"] == ds:
-                by_conc.setdefault(r["concurrency"], []).append(r)
+            if r.dataset == ds:
+                by_conc.setdefault(r.concurrency, []).append(r)
         clauses = []
         for conc in sorted(by_conc):
             rs = by_conc[conc]
-            surely_faster = [r for r in rs if r.get("speedup_ci_low") is not None and r["speedup_ci_low"] > 1.0]
-            best = max(surely_faster or rs, key=lambda r: r["speedup"])
-            lo, hi = best.get("speedup_ci_low"), best.get("speedup_ci_high")
+            surely_faster = [r for r in rs if r.speedup_ci_low is not None and r.speedup_ci_low > 1.0]
+            best = max(surely_faster or rs, key=lambda r: r.speedup or 0.0)  # rated: every speedup is set
+            lo, hi = best.speedup_ci_low, best.speedup_ci_high
             if surely_faster:
                 kind = "faster"
             elif lo is None or hi is None:
                 kind = "no_interval"
-            elif all(r.get("speedup_ci_high") is not None and r["speedup_ci_high"] < 1.0 for r in rs):
+            elif all(r.speedup_ci_high is not None and r.speedup_ci_high < 1.0 for r in rs):
                 kind = "slower"
             else:
                 kind = "unclear"
-            suspect = tuple(f for f in (best.get("flags") or "").split(",") if f in SUSPECT_FLAGS)
-            clauses.append(VerdictClause(conc, kind, config_label(best, batch_varies), best["speedup"], lo, hi,
-                                         best["trial"], suspect))
-        open_only = not any(r.get("request_rate") is None for r in rows if r["dataset"] == ds)
+            suspect = tuple(f for f in (best.flags or "").split(",") if f in SUSPECT_FLAGS)
+            clauses.append(VerdictClause(conc, kind, config_label(best, batch_varies), best.speedup or 0.0, lo, hi,
+                                         best.trial, suspect))
+        open_only = not any(r.request_rate is None for r in rows if r.dataset == ds)
         out.append(Verdict(ds, tuple(clauses), open_loop_only=open_only))
     return out
 
 
-def _batch_varies(rows: list[dict]) -> bool:
-    return any(len({r.get(c) for r in rows}) > 1 for c in ("max_num_seqs", "max_num_batched_tokens"))
+def _batch_varies(rows: list[TrialResult]) -> bool:
+    return len({r.max_num_seqs for r in rows}) > 1 or len({r.max_num_batched_tokens for r in rows}) > 1
 
 
 @dataclass(frozen=True)
@@ -169,14 +178,14 @@ class ReportContext:
 @dataclass
 class ReportData:
     sweep: str
-    rows: list[dict]  # every row of trial_results for the sweep (any state)
-    completed: list[dict]
+    rows: list[TrialResult]  # every row of trial_results for the sweep (any state)
+    completed: list[TrialResult]
     verdicts: list[Verdict]
     context: ReportContext
-    crossover: list[dict] = field(default_factory=list)
+    crossover: list[CrossoverRow] = field(default_factory=list)
     batch_varies: bool = False
-    capacity: list[dict] = field(default_factory=list)  # capacity_results rows (search.sampler capacity)
-    requests: list[dict] = field(default_factory=list)  # request_acceptance rows (per-request AL)
+    capacity: list[CapacityResult] = field(default_factory=list)  # capacity_results rows (search.sampler capacity)
+    requests: list[RequestAcceptanceRow] = field(default_factory=list)  # per-request AL
 
 
 _ENV_SHOWN = ("cpu_model", "cpu_count", "cpu_isa", "gpu_model", "gpu_count", "gpu_driver", "cuda_version", "vllm_version",
@@ -192,7 +201,7 @@ def _show(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def _environment_summaries(envs: dict[int, dict]) -> tuple[list[EnvironmentSummary], list[str]]:
+def _environment_summaries(envs: dict[int, EnvironmentRow | None]) -> tuple[list[EnvironmentSummary], list[str]]:
     groups: list[list[int]] = []
     for i in envs:
         for g in groups:
@@ -209,10 +218,11 @@ def _environment_summaries(envs: dict[int, dict]) -> tuple[list[EnvironmentSumma
     out = []
     for g in groups:
         env = envs[g[0]]
-        engine = env.get("engine") if isinstance(env.get("engine"), dict) else {}
+        facts = env.facts() if env is not None else {}
+        engine: dict[str, Any] = facts["engine"] if isinstance(facts.get("engine"), dict) else {}
         shown = []
         for name in _ENV_SHOWN:
-            v = env.get(name, engine.get(name))
+            v = facts.get(name, engine.get(name))
             if v is not None or name in ENVIRONMENT_FIELDS:
                 shown.append((name, _show(v)))
         out.append(EnvironmentSummary(tuple(g), tuple(shown)))
@@ -221,17 +231,18 @@ def _environment_summaries(envs: dict[int, dict]) -> tuple[list[EnvironmentSumma
 
 def report_data(store: Store, sweep: str) -> ReportData:
     rows = store.trial_results(sweep)
-    completed = [r for r in rows if r["state"] == "COMPLETE"]
+    completed = [r for r in rows if r.state == TrialState.COMPLETE]
     if not completed:
         raise ValueError(f"sweep {sweep!r} has no completed trial to report")
-    record = store.get_sweep(sweep) or {}
-    spec = record.get("spec") or {}
-    fingerprints = {i: store.environment(i) for i in sorted({r["environment_id"] for r in completed
-                                                              if r.get("environment_id") is not None})}
+    record = store.get_sweep(sweep)
+    spec = (record.spec if record else None) or {}
+    fingerprints = {i: store.environment(i) for i in sorted({r.environment_id for r in completed
+                                                              if r.environment_id is not None})}
     envs, differences = _environment_summaries(fingerprints)
-    commits = tuple(sorted({str(f["specsweep_commit"]) for f in fingerprints.values() if f.get("specsweep_commit")}))
+    commits = tuple(sorted({str(f.fact("specsweep_commit")) for f in fingerprints.values()
+                            if f is not None and f.fact("specsweep_commit")}))
     wl = spec.get("workload", {})
-    datasets = sorted({r["dataset"] for r in completed})
+    datasets = sorted({r.dataset for r in completed})
     workload = [("datasets", ", ".join(datasets)), ("prompts per window", _show(wl.get("num_prompts"))),
                 ("max output tokens", _show(wl.get("max_tokens"))), ("ignore_eos", _show(wl.get("ignore_eos"))),
                 ("temperature", _show(wl.get("temperature"))), ("top_p", _show(wl.get("top_p"))),
@@ -241,8 +252,8 @@ def report_data(store: Store, sweep: str) -> ReportData:
     target = spec.get("target", {})
     workload.insert(0, ("target", _show(target.get("model"))))
     ms = spec.get("measurement", {})
-    ci_methods = sorted({r["speedup_ci_method"] for r in completed if r.get("speedup_ci_method")})
-    repeats = sorted({r["repeats"] for r in completed if r.get("repeats") is not None})
+    ci_methods = sorted({r.speedup_ci_method for r in completed if r.speedup_ci_method})
+    repeats = sorted({r.repeats for r in completed if r.repeats is not None})
     measurement = [("repeats (windows kept per trial)", ", ".join(map(str, repeats)) or "-"),
                    ("first window discarded", _show(ms.get("discard_first_window"))),
                    ("warm-up requests discarded", _show(ms.get("warmup_requests"))),
@@ -252,8 +263,9 @@ def report_data(store: Store, sweep: str) -> ReportData:
                    ("paired baseline", _show(ms.get("paired_baseline"))),
                    ("search", _show((spec.get("search") or {}).get("sampler")))]
     context = ReportContext(
-        sweep=sweep, store=store.display_url, spec_path=record.get("spec_path"), spec_hash=record.get("spec_hash"),
-        commits=commits, backends=tuple(sorted({r["backend"] for r in completed if r.get("backend")})),
+        sweep=sweep, store=store.display_url, spec_path=record.spec_path if record else None,
+        spec_hash=record.spec_hash if record else None,
+        commits=commits, backends=tuple(sorted({r.backend for r in completed if r.backend})),
         environments=tuple(envs), environment_differences=tuple(differences), workload=tuple(workload),
         measurement=tuple(measurement))
     return ReportData(sweep=sweep, rows=rows, completed=completed, verdicts=verdicts(rows), context=context,

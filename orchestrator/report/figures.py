@@ -26,77 +26,28 @@ figure.
 
 from __future__ import annotations
 
-import json
-import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 from .content import ReportData, config_label
-
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
-NO_INTERVAL_NOTE = "1 repeat: no interval"
-
-
-@dataclass(frozen=True)
-class Figure:
-    name: str
-    png: Path | None
-    plotly_json: str  # the plotly figure (data + layout) as JSON; the page draws it (page.py)
-
-
-def _front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Non-dominated points for (minimise x, maximise y), sorted by x."""
-    out, best = [], float("-inf")
-    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
-        if y > best:
-            out.append((x, y))
-            best = y
-    return out
-
-
-def _json(v):
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return None
-    return v
-
-
-def _median(values: list[float]) -> float:
-    """The median (the mean of the middle two for an even count, as everywhere else in specsweep)."""
-    return statistics.median(values)
-
-
-def _median_by_index(lists: list[list]) -> list[float | None]:
-    """Per index, the median over the lists that have a value there (None where none has)."""
-    out = []
-    for i in range(max(len(p) for p in lists)):
-        v = [p[i] for p in lists if i < len(p) and p[i] is not None]
-        out.append(_median(v) if v else None)
-    return out
-
-
-def _groups(data: ReportData) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for r in data.completed:
-        groups.setdefault(config_label(r, data.batch_varies), []).append(r)
-    return groups
-
-
-def _colours(names) -> dict[str, str]:
-    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
-
-
-def _div(fig) -> str:
-    """The figure as JSON, drawn by the page at its full width."""
-    fig.update_layout(autosize=True, margin={"t": 60, "r": 20}, height=fig.layout.height or 440)
-    return fig.to_json()
-
-
-def _title_suffix(data: ReportData) -> str:
-    return "  (backend=fake: simulated, not a measurement)" if data.context.simulated else ""
+from .figures_acceptance import (
+    _acceptance_by_position,
+    _acceptance_length,
+    _al_by_output_position,
+    _request_al,
+    _time_per_token,
+)
+from .plotting import (
+    NO_INTERVAL_NOTE,
+    Figure,
+    _colours,
+    _div,
+    _front,
+    _groups,
+    _json,
+    _save,
+    _second,
+    _title_suffix,
+)
 
 
 def build_figures(data: ReportData, out: Path | None) -> list[Figure]:
@@ -112,13 +63,13 @@ def build_figures(data: ReportData, out: Path | None) -> list[Figure]:
     figs += [_speedup(data, groups, colours, plt, out), _pareto(data, groups, colours, plt, out)]
     figs += [_acceptance_by_position(data, groups, colours, plt, out),
              _acceptance_length(data, groups, colours, plt, out)]
-    if any(r.get("verify_ms_per_step") is not None for r in data.completed):
+    if any(r.verify_ms_per_step is not None for r in data.completed):
         figs.append(_time_per_token(data, plt, out))
     if data.requests:
         figs.append(_request_al(data, groups, colours, plt, out))
-    if any(_json(r.get("al_by_position")) for r in data.completed):
+    if any(_json(r.al_by_position) for r in data.completed):
         figs.append(_al_by_output_position(data, groups, colours, plt, out))
-    if any(r.get("request_rate") is not None for r in data.completed):
+    if any(r.request_rate is not None for r in data.completed):
         figs.append(_load(data, groups, colours, plt, out))
     if data.capacity:
         figs.append(_capacity(data, plt, out))
@@ -136,25 +87,25 @@ def _load(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    open_rows = {n: [r for r in rs if r.get("request_rate") is not None] for n, rs in groups.items()}
-    rates, labels = _rate_axis({r["request_rate"] for rs in open_rows.values() for r in rs})
+    open_rows = {n: [r for r in rs if r.request_rate is not None] for n, rs in groups.items()}
+    rates, labels = _rate_axis({r.request_rate for rs in open_rows.values() for r in rs})
     pos = {r: i for i, r in enumerate(rates)}
-    datasets = sorted({r["dataset"] for rs in open_rows.values() for r in rs})
+    datasets = sorted({r.dataset for rs in open_rows.values() for r in rs})
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     pfig = make_subplots(rows=1, cols=2, subplot_titles=("output tok/s", "SLO attainment (share of requests)"))
     for name, rs in open_rows.items():
         for ds in datasets:
-            d = sorted((r for r in rs if r["dataset"] == ds), key=lambda r: r["request_rate"])
+            d = sorted((r for r in rs if r.dataset == ds), key=lambda r: r.request_rate)
             if not d:
                 continue
             tag = name if len(datasets) == 1 else f"{name} / {ds}"
-            x = [pos[r["request_rate"]] for r in d]
+            x = [pos[r.request_rate] for r in d]
             c = colours[name]
-            ax1.plot(x, [r["output_tok_s"] for r in d], marker="o", color=c, label=tag)
-            hover = [f"trial {r['trial']}" + (f", flags: {r['flags']}" if r.get("flags") else "") for r in d]
-            pfig.add_trace(go.Scatter(x=[labels[i] for i in x], y=[r["output_tok_s"] for r in d], mode="lines+markers",
+            ax1.plot(x, [r.output_tok_s for r in d], marker="o", color=c, label=tag)
+            hover = [f"trial {r.trial}" + (f", flags: {r.flags}" if r.flags else "") for r in d]
+            pfig.add_trace(go.Scatter(x=[labels[i] for i in x], y=[r.output_tok_s for r in d], mode="lines+markers",
                                       name=tag, line={"color": c}, text=hover, legendgroup=tag), row=1, col=1)
-            att = [r.get("slo_attainment") for r in d]
+            att = [r.slo_attainment for r in d]
             if any(a is not None for a in att):
                 ax2.plot(x, att, marker="o", color=c, label=tag)
                 pfig.add_trace(go.Scatter(x=[labels[i] for i in x], y=att, mode="lines+markers", name=tag,
@@ -180,16 +131,16 @@ def _capacity(data, plt, out) -> Figure:
     import plotly.graph_objects as go
 
     caps = data.capacity
-    names = [config_label(c) + ("" if len({x["dataset"] for x in caps}) == 1 else f" / {c['dataset']}") for c in caps]
-    passing = [c["max_rate_within_slo"] or 0.0 for c in caps]
-    upper = [(c["first_failing_rate"] - (c["max_rate_within_slo"] or 0.0)) if c["first_failing_rate"] else 0.0
+    names = [config_label(c) + ("" if len({x.dataset for x in caps}) == 1 else f" / {c.dataset}") for c in caps]
+    passing = [c.max_rate_within_slo or 0.0 for c in caps]
+    upper = [(c.first_failing_rate - (c.max_rate_within_slo or 0.0)) if c.first_failing_rate else 0.0
              for c in caps]
-    slo = caps[0]["slo"] if caps else {}
+    slo = caps[0].slo if caps else {}
     what = ", ".join(f"{k} <= {v:g}" for k, v in (slo or {}).items())
-    target = caps[0]["target_attainment"] if caps else 0
+    target = caps[0].target_attainment if caps else 0
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(caps)))
     ax.barh(range(len(caps)), passing, xerr=[[0] * len(caps), upper], capsize=4,
-            color=["#7f7f7f" if c["method"] == "baseline" else "#1f77b4" for c in caps])
+            color=["#7f7f7f" if c.method == "baseline" else "#1f77b4" for c in caps])
     ax.set_yticks(range(len(caps)), names)
     ax.invert_yaxis()
     ax.set_xlabel(f"request rate (req/s) with >= {target:.0%} of requests meeting {what}")
@@ -198,30 +149,17 @@ def _capacity(data, plt, out) -> Figure:
     ax.grid(alpha=0.3, axis="x")
     hover = []
     for c in caps:
-        ratio = f", {c['capacity_ratio']:.2f}× the baseline" if c.get("capacity_ratio") is not None else ""
-        fail = f"; fails at {c['first_failing_rate']:g}" if c["first_failing_rate"] else ""
-        hover.append(f"{c['status']}: {c['max_rate_within_slo'] or 0:g} req/s{fail}{ratio}; {len(c['probes'])} probes")
+        ratio = f", {c.capacity_ratio:.2f}× the baseline" if c.capacity_ratio is not None else ""
+        fail = f"; fails at {c.first_failing_rate:g}" if c.first_failing_rate else ""
+        hover.append(f"{c.status}: {c.max_rate_within_slo or 0:g} req/s{fail}{ratio}; {len(c.probes)} probes")
     pfig = go.Figure(go.Bar(x=passing, y=names, orientation="h", text=hover, hovertemplate="%{y}<br>%{text}<extra></extra>",
                             error_x={"type": "data", "symmetric": False, "array": upper, "arrayminus": [0] * len(caps)},
-                            marker={"color": ["#7f7f7f" if c["method"] == "baseline" else "#1f77b4" for c in caps]}))
+                            marker={"color": ["#7f7f7f" if c.method == "baseline" else "#1f77b4" for c in caps]}))
     pfig.update_layout(title=f"Capacity: highest rate with >= {target:.0%} of requests meeting {what} "
                              f"(whisker: up to the first failing rate)",
                        xaxis_title="request rate (req/s)", yaxis={"autorange": "reversed"},
                        height=max(260, 80 + 40 * len(caps)))
     return Figure("capacity", _save(fig, out, "capacity.png"), _div(pfig))
-
-
-def _save(fig, out: Path | None, name: str) -> Path | None:
-    import matplotlib.pyplot as plt
-
-    if out is None:
-        plt.close(fig)
-        return None
-    path = out / name
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def _pareto(data, groups, colours, plt, out) -> Figure:
@@ -230,8 +168,8 @@ def _pareto(data, groups, colours, plt, out) -> Figure:
     fig, ax = plt.subplots(figsize=(8, 5))
     pfig = go.Figure()
     for name, rs in groups.items():
-        pts = [(r["tpot_ms_p99"], r["output_tok_s"], r) for r in rs
-               if r["tpot_ms_p99"] is not None and r["output_tok_s"] is not None]
+        pts = [(r.tpot_ms_p99, r.output_tok_s, r) for r in rs
+               if r.tpot_ms_p99 is not None and r.output_tok_s is not None]
         if not pts:
             continue
         c = colours[name]
@@ -241,7 +179,7 @@ def _pareto(data, groups, colours, plt, out) -> Figure:
         pfig.add_trace(go.Scatter(
             x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers", name=name, legendgroup=name,
             marker={"color": c, "size": 9},
-            text=[f"trial {p[2]['trial']}, concurrency {p[2]['concurrency']}, {p[2]['dataset']}" for p in pts],
+            text=[f"trial {p[2].trial}, concurrency {p[2].concurrency}, {p[2].dataset}" for p in pts],
             hovertemplate="%{text}<br>p99 TPOT %{x:.1f} ms<br>%{y:.1f} tok/s<extra>" + name + "</extra>"))
         pfig.add_trace(go.Scatter(x=[p[0] for p in front], y=[p[1] for p in front], mode="lines",
                                   name=f"{name} front", legendgroup=name, showlegend=False,
@@ -261,27 +199,27 @@ def _speedup(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    datasets = sorted({r["dataset"] for r in data.completed})
+    datasets = sorted({r.dataset for r in data.completed})
     fig, ax = plt.subplots(figsize=(8, 5))
     pfig = go.Figure()
     concs: set[int] = set()
     no_interval = False
     any_line = False
     for name, rs in groups.items():
-        rated = sorted((r for r in rs if r.get("speedup") is not None and r.get("request_rate") is None),
-                       key=lambda r: r["concurrency"])
+        rated = sorted((r for r in rs if r.speedup is not None and r.request_rate is None),
+                       key=lambda r: r.concurrency)
         for ds in datasets:
-            d = [r for r in rated if r["dataset"] == ds]
+            d = [r for r in rated if r.dataset == ds]
             if not d:
                 continue
             any_line = True
-            x = [r["concurrency"] for r in d]
-            y = [r["speedup"] for r in d]
+            x = [r.concurrency for r in d]
+            y = [r.speedup for r in d]
             concs.update(x)
-            has = [r["speedup_ci_low"] is not None and r["speedup_ci_high"] is not None for r in d]
+            has = [r.speedup_ci_low is not None and r.speedup_ci_high is not None for r in d]
             no_interval |= not all(has)
-            lo = [r["speedup"] - r["speedup_ci_low"] if h else 0 for r, h in zip(d, has)]
-            hi = [r["speedup_ci_high"] - r["speedup"] if h else 0 for r, h in zip(d, has)]
+            lo = [r.speedup - r.speedup_ci_low if h else 0 for r, h in zip(d, has)]
+            hi = [r.speedup_ci_high - r.speedup if h else 0 for r, h in zip(d, has)]
             tag = name if len(datasets) == 1 else f"{name} / {ds}"
             c = colours[name]
             ax.errorbar(x, y, yerr=[lo, hi] if any(has) else None, marker="o", capsize=3, label=tag, color=c)
@@ -289,8 +227,8 @@ def _speedup(data, groups, colours, plt, out) -> Figure:
             if below is not None:  # the crossover: the first measured concurrency with speedup < 1
                 ax.plot([x[below]], [y[below]], marker="o", markersize=14, markerfacecolor="none",
                         markeredgecolor=c, markeredgewidth=2)
-            hover = [f"{r['speedup']:.2f}× [{r['speedup_ci_low']:.2f}–{r['speedup_ci_high']:.2f}]" if h
-                     else f"{r['speedup']:.2f}× ({NO_INTERVAL_NOTE})" for r, h in zip(d, has)]
+            hover = [f"{r.speedup:.2f}× [{r.speedup_ci_low:.2f}–{r.speedup_ci_high:.2f}]" if h
+                     else f"{r.speedup:.2f}× ({NO_INTERVAL_NOTE})" for r, h in zip(d, has)]
             pfig.add_trace(go.Scatter(
                 x=x, y=y, mode="lines+markers", name=tag, line={"color": c}, text=hover,
                 hovertemplate="concurrency %{x}<br>%{text}<extra>" + tag + "</extra>",
@@ -333,11 +271,11 @@ def _heatmaps(data, groups) -> list[Figure]:
     out = []
     crossover = {}
     for c in data.crossover:
-        if c["crossover_concurrency"] is not None:
-            crossover[(config_label(c, data.batch_varies), c["dataset"])] = c["crossover_concurrency"]
-    for ds in sorted({r["dataset"] for r in data.completed}):
-        rated = {name: {r["concurrency"]: r for r in rs if r["dataset"] == ds and r.get("speedup") is not None
-                        and r.get("request_rate") is None} for name, rs in groups.items()}
+        if c.crossover_concurrency is not None:
+            crossover[(config_label(c, data.batch_varies), c.dataset)] = c.crossover_concurrency
+    for ds in sorted({r.dataset for r in data.completed}):
+        rated = {name: {r.concurrency: r for r in rs if r.dataset == ds and r.speedup is not None
+                        and r.request_rate is None} for name, rs in groups.items()}
         rated = {n: v for n, v in rated.items() if v}
         if not rated:
             continue
@@ -345,18 +283,24 @@ def _heatmaps(data, groups) -> list[Figure]:
         names = list(rated)
         z, text, hover = [], [], []
         for n in names:
-            zr, tr, hr = [], [], []
+            zr: list[float | None] = []
+            tr: list[str] = []
+            hr: list[str] = []
             for c in concs:
                 r = rated[n].get(c)
                 if r is None:
-                    zr.append(None), tr.append(""), hr.append("not measured")
+                    zr.append(None)
+                    tr.append("")
+                    hr.append("not measured")
                     continue
-                lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
+                lo, hi = r.speedup_ci_low, r.speedup_ci_high
                 ci = f"[{lo:.2f}–{hi:.2f}]" if lo is not None and hi is not None else f"({NO_INTERVAL_NOTE})"
-                zr.append(r["speedup"])
-                tr.append(f"{r['speedup']:.2f}")
-                hr.append(f"concurrency {c}, trial {r['trial']}: {r['speedup']:.2f}× {ci}" + (f"<br>flags: {r['flags']}" if r.get("flags") else ""))
-            z.append(zr), text.append(tr), hover.append(hr)
+                zr.append(r.speedup)
+                tr.append(f"{r.speedup:.2f}")
+                hr.append(f"concurrency {c}, trial {r.trial}: {r.speedup:.2f}× {ci}" + (f"<br>flags: {r.flags}" if r.flags else ""))
+            z.append(zr)
+            text.append(tr)
+            hover.append(hr)
         pfig = go.Figure(go.Heatmap(
             z=z, x=list(range(len(concs))), y=names, text=text, customdata=hover, texttemplate="%{text}",
             hovertemplate="%{y}<br>%{customdata}<extra></extra>", colorscale="RdBu", zmid=1.0,
@@ -374,162 +318,3 @@ def _heatmaps(data, groups) -> list[Figure]:
             yaxis={"title": "method / K", "autorange": "reversed"}, height=max(260, 60 + 40 * len(names)))
         out.append(Figure(f"heatmap-{ds}", None, _div(pfig)))
     return out
-
-
-def _acceptance_by_position(data, groups, colours, plt, out) -> Figure:
-    import plotly.graph_objects as go
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    pfig = go.Figure()
-    for name, rs in groups.items():
-        per = [p for p in (_json(r["acceptance_per_pos"]) for r in rs) if p]
-        if not per:
-            continue
-        med = _median_by_index(per)
-        n = len(med)
-        ax.plot(range(1, n + 1), med, marker="o", label=name, color=colours[name])
-        pfig.add_trace(go.Scatter(x=list(range(1, n + 1)), y=med, mode="lines+markers", name=name,
-                                  line={"color": colours[name]}))
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlabel("draft position")
-    ax.set_ylabel("accepted / drafts")
-    ax.set_ylim(0, 1)
-    ax.set_title(f"{data.sweep}: acceptance by draft position (median over load points)"
-                 f"{_second(_title_suffix(data))}", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    pfig.update_layout(title="Acceptance by draft position (median over load points)",
-                       xaxis={"title": "draft position", "dtick": 1}, yaxis={"title": "accepted / drafts",
-                                                                              "range": [0, 1]})
-    return Figure("acceptance_by_position", _save(fig, out, "acceptance_by_position.png"), _div(pfig))
-
-
-def _acceptance_length(data, groups, colours, plt, out) -> Figure:
-    import plotly.graph_objects as go
-
-    datasets = sorted({r["dataset"] for r in data.completed})
-    names = [n for n, rs in groups.items() if any(r["acceptance_length"] is not None for r in rs)]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    pfig = go.Figure()
-    width = 0.8 / max(1, len(names))
-    for j, name in enumerate(names):
-        vals = []
-        for ds in datasets:
-            v = [r["acceptance_length"] for r in groups[name] if r["dataset"] == ds and r["acceptance_length"] is not None]
-            vals.append(_median(v) if v else 0)
-        ax.bar([i + j * width for i in range(len(datasets))], vals, width=width, label=name, color=colours[name])
-        pfig.add_trace(go.Bar(x=datasets, y=vals, name=name, marker={"color": colours[name]}))
-    ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(datasets))], datasets)
-    ax.set_ylabel("acceptance length (1 + accepted / drafts)")
-    ax.set_ylim(bottom=1.0)
-    ax.set_title(f"{data.sweep}: acceptance length per dataset (median over load points)"
-                 f"{_second(_title_suffix(data))}", fontsize=9)
-    if names:
-        ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="y")
-    pfig.update_layout(title="Acceptance length per dataset (median over load points; counts the bonus token)",
-                       barmode="group", yaxis={"title": "acceptance length", "rangemode": "tozero"})
-    return Figure("acceptance_length", _save(fig, out, "acceptance_length.png"), _div(pfig))
-
-
-STEP_PARTS = (("verify_ms_per_step", "target forward (verify)", "#1f77b4"),
-              ("drafter_ms_per_step", "drafter", "#ff7f0e"), ("other_ms_per_step", "rest of the step", "#7f7f7f"))
-
-
-def time_per_token_bars(data: ReportData) -> list[tuple[str, dict[str, float]]]:
-    """(bar label, {part: ms per generated token}) per closed-loop row with step timing, by concurrency then
-    method configuration (the baseline first at each concurrency)."""
-    rows = [r for r in data.completed if r.get("request_rate") is None and r.get("verify_ms_per_step") is not None
-            and r.get("tokens_per_engine_step")]
-    rows.sort(key=lambda r: (r["concurrency"], r["dataset"], r["method"] != "baseline", config_label(r, data.batch_varies)))
-    datasets = {r["dataset"] for r in rows}
-    bars = []
-    for r in rows:
-        name = config_label(r, data.batch_varies) + ("" if len(datasets) < 2 else f" {r['dataset']}")
-        bars.append((f"c={r['concurrency']} {name}",
-                     {c: (r[c] or 0.0) / r["tokens_per_engine_step"] for c, _, _ in STEP_PARTS}))
-    return bars
-
-
-def _time_per_token(data, plt, out) -> Figure:
-    import plotly.graph_objects as go
-
-    bars = time_per_token_bars(data)
-    labels = [b[0] for b in bars]
-    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(bars) + 2), 4.8))
-    pfig = go.Figure()
-    bottom = [0.0] * len(bars)
-    for col, name, colour in STEP_PARTS:
-        vals = [b[1][col] for b in bars]
-        ax.bar(range(len(bars)), vals, bottom=bottom, label=name, color=colour)
-        pfig.add_trace(go.Bar(x=labels, y=vals, name=name, marker={"color": colour}))
-        bottom = [a + b for a, b in zip(bottom, vals)]
-    ax.set_xticks(range(len(bars)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("ms per generated token")
-    ax.set_title(f"{data.sweep}: where the time goes (engine step split per generated token)"
-                 f"{_second(_title_suffix(data))}", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    pfig.update_layout(title="Where the time goes: target forward, drafter and the rest, per generated token",
-                       barmode="stack", yaxis={"title": "ms per generated token"}, xaxis={"tickangle": -60})
-    return Figure("time_per_token", _save(fig, out, "time_per_token.png"), _div(pfig))
-
-
-def _request_al(data, groups, colours, plt, out) -> Figure:
-    import plotly.graph_objects as go
-
-    by_trial = {r["trial_id"]: config_label(r, data.batch_varies) for r in data.completed}
-    values: dict[str, list[float]] = {}
-    for q in data.requests:
-        if q["request_al"] is not None and q["trial_id"] in by_trial:
-            values.setdefault(by_trial[q["trial_id"]], []).append(float(q["request_al"]))
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    pfig = go.Figure()
-    top = max((max(v) for v in values.values()), default=2.0)
-    edges = [1.0 + 0.125 * i for i in range(int((top - 1.0) / 0.125) + 2)]
-    for name, vals in values.items():
-        ax.hist(vals, bins=edges, alpha=0.5, label=f"{name} (n={len(vals)})", color=colours.get(name))
-        pfig.add_trace(go.Histogram(x=vals, name=f"{name} (n={len(vals)})", opacity=0.6,
-                                    xbins={"start": 1.0, "end": edges[-1], "size": 0.125},
-                                    marker={"color": colours.get(name)}))
-    ax.set_xlabel("acceptance length of one request (1 + accepted / verify steps)")
-    ax.set_ylabel("requests")
-    ax.set_title(f"{data.sweep}: per-request acceptance length (every window and load point)"
-                 f"{_second(_title_suffix(data))}", fontsize=9)
-    if values:
-        ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    pfig.update_layout(title="Per-request acceptance length (every window and load point)", barmode="overlay",
-                       xaxis={"title": "acceptance length of one request"}, yaxis={"title": "requests"})
-    return Figure("request_al", _save(fig, out, "request_al.png"), _div(pfig))
-
-
-def _al_by_output_position(data, groups, colours, plt, out) -> Figure:
-    import plotly.graph_objects as go
-
-    from ..metrics.decomposition import POSITION_BUCKET
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    pfig = go.Figure()
-    for name, rs in groups.items():
-        per = [p for p in (_json(r.get("al_by_position")) for r in rs) if p]
-        if not per:
-            continue
-        med = _median_by_index(per)
-        xs = [i * POSITION_BUCKET for i in range(len(med))]
-        ax.plot(xs, [float("nan") if m is None else m for m in med], marker="o", label=name, color=colours[name])
-        pfig.add_trace(go.Scatter(x=xs, y=med, mode="lines+markers", name=name, line={"color": colours[name]}))
-    ax.set_xlabel(f"position in the answer (output tokens; {POSITION_BUCKET}-token buckets, start shown)")
-    ax.set_ylabel("acceptance length")
-    ax.set_title(f"{data.sweep}: acceptance length by position in the answer (median over load points)"
-                 f"{_second(_title_suffix(data))}", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    pfig.update_layout(title="Acceptance length by position in the answer (median over load points)",
-                       xaxis={"title": "output position (bucket start)"}, yaxis={"title": "acceptance length"})
-    return Figure("al_by_output_position", _save(fig, out, "al_by_output_position.png"), _div(pfig))
-
-
-def _second(suffix: str) -> str:
-    return "\n" + suffix.strip() if suffix else ""

@@ -6,11 +6,15 @@ env-banner, results, context."""
 from __future__ import annotations
 
 import html
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..render import format_cell, table_columns
+from ..states import TrialState
 from .content import ReportContext, ReportData
 from .figures import Figure
+
+if TYPE_CHECKING:
+    from ..compare import ComparedPoint
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -64,9 +68,8 @@ def verdict_html(data: ReportData, element_id: str = "verdict") -> str:
         items.append(f"<li data-dataset='{_e(v.dataset)}'>{_e(v.dataset)}: "
                      + (spans + "." if parts else _e(v.sentence()[len(v.dataset) + 2:]))
                      + "</li>")
-    items = "".join(items)
     return (f"<div id='{element_id}' class='verdict' data-sweep='{_e(data.sweep)}'><strong>Verdict</strong> (from each row's speedup "
-            f"and its {_e(_confidence(data))} interval against the paired no-speculation baseline)<ul>{items}</ul></div>")
+            f"and its {_e(_confidence(data))} interval against the paired no-speculation baseline)<ul>{''.join(items)}</ul></div>")
 
 
 def _confidence(data: ReportData) -> str:
@@ -95,17 +98,17 @@ def results_html(data: ReportData, table_id: str = "results") -> str:
     head = "".join(f"<th title='{_e(col)}'>{_e(h)}</th>" for col, h, _ in columns)
     body = []
     for r in data.rows:
-        cls = "failed" if r.get("state") == "FAIL" else ("flagged" if r.get("flags") else "")
+        cls = "failed" if r.state == TrialState.FAIL else ("flagged" if r.flags else "")
         cells = []
         for col, _, fmt in columns:
-            raw = r.get(col)
+            raw = r.column(col)
             text = format_cell(raw, fmt, r)
             if col == "flags" and raw:
                 text = "⚑ " + text.replace(",", ", ")
-            sort_value = r.get("speedup") if fmt == "speedup" else ("1e308" if fmt == "rate" and raw == float("inf") else raw)
+            sort_value = r.speedup if fmt == "speedup" else ("1e308" if fmt == "rate" and raw == float("inf") else raw)
             cells.append(f"<td class='{'l' if col in LEFT else ''}' data-col='{col}' "
                          f"data-v='{_e('' if sort_value is None else sort_value)}'>{_e(text)}</td>")
-        body.append(f"<tr class='{cls}' data-trial='{r['trial']}'>{''.join(cells)}</tr>")
+        body.append(f"<tr class='{cls}' data-trial='{r.trial}'>{''.join(cells)}</tr>")
     return (f"<table class='results' id='{table_id}'><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>"
             f"<p class='sub'>Click a header to sort. ⚑ flagged rows are suspect (README.md, Flags); "
@@ -197,7 +200,7 @@ def capacity_html(data: ReportData) -> str:
         return ""
     from ..render import capacity_lines
 
-    items = "".join(f"<li data-capacity-id='{c['capacity_id']}'>{_e(line)}</li>"
+    items = "".join(f"<li data-capacity-id='{c.capacity_id}'>{_e(line)}</li>"
                     for c, line in zip(data.capacity, capacity_lines(data.capacity)))
     return f"<h2>Capacity within the SLO</h2><ul id='capacity'>{items}</ul>"
 
@@ -215,7 +218,7 @@ def sweep_page(data: ReportData, figures: list[Figure]) -> str:
 
 
 def compare_page(a: ReportData, b: ReportData, figs_a: list[Figure], figs_b: list[Figure],
-                 compared: list[dict], metrics: tuple[str, ...]) -> str:
+                 compared: list[ComparedPoint], metrics: tuple[str, ...]) -> str:
     def side(d: ReportData, figs: list[Figure], tag: str) -> str:
         keep = [f for f in figs if f.name == "speedup" or f.name.startswith("heatmap")]
         return (f"<section id='side-{tag}'><h2>{_e(d.sweep)}</h2>" + verdict_html(d, f"verdict-{tag}")
@@ -226,11 +229,10 @@ def compare_page(a: ReportData, b: ReportData, figs_a: list[Figure], figs_b: lis
         f"<th>{_e(m)} A</th><th>{_e(m)} B</th><th>B/A</th>" for m in metrics)
     rows = []
     for r in compared:
-        cells = [r["label"], "-" if r["K"] is None else r["K"], r["dataset"], r["concurrency"]]
+        cells = [r.label, "-" if r.k is None else r.k, r.dataset, r.concurrency]
         tds = "".join(f"<td class='l' data-v='{_e(c)}'>{_e(c)}</td>" for c in cells)
         for m in metrics:
-            for key in (f"{m}_a", f"{m}_b", f"{m}_ratio"):
-                v = r.get(key)
+            for v in (r.metrics[m].a, r.metrics[m].b, r.metrics[m].ratio):
                 tds += f"<td data-v='{'' if v is None else v}'>{'-' if v is None else f'{v:.2f}'}</td>"
         rows.append(f"<tr>{tds}</tr>")
     body = (f"<h1>{_e(a.sweep)} (A) vs {_e(b.sweep)} (B)</h1>"

@@ -10,11 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic_core import ErrorDetails
 from pydantic import BaseModel, ValidationError
 
 from ..errors import SpecError, SpecIssue
 from ..methods import MethodError, MethodPoint, get_method
 from .models import SweepSpec
+
+
+# A key path in the spec: mapping keys and list indexes, outermost first.
+KeyPath = tuple[str | int, ...]
 
 
 @dataclass
@@ -25,14 +30,14 @@ class LoadedSpec:
     path: str
     spec_hash: str  # sha256 of the canonical JSON of the validated spec
     method_points: list[MethodPoint]
-    lines: dict[tuple, int] = field(default_factory=dict)  # key path -> line, for later checks' messages
+    lines: dict[KeyPath, int] = field(default_factory=dict)  # key path -> line, for later checks' messages
 
-    def issue(self, loc: tuple, message: str) -> SpecIssue:
+    def issue(self, loc: KeyPath, message: str) -> SpecIssue:
         """A SpecIssue at `loc` (a key path) in this spec's file."""
         return SpecIssue(self.path, _line_for(self.lines, loc), ".".join(map(str, loc)), message)
 
 
-def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+def _line_map(node: yaml.Node, path: KeyPath = (), out: dict[KeyPath, int] | None = None) -> dict[KeyPath, int]:
     """Map every key path in a composed YAML tree to its 1-based line number."""
     out = {} if out is None else out
     out.setdefault(path, node.start_mark.line + 1)
@@ -48,7 +53,7 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
     return out
 
 
-def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+def _line_for(lines: dict[KeyPath, int], loc: KeyPath) -> int | None:
     loc = tuple(str(p) if not isinstance(p, int) else p for p in loc)
     while loc:
         if loc in lines:
@@ -57,7 +62,7 @@ def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
     return lines.get(())
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
+def _model_at(loc: KeyPath) -> type[BaseModel] | None:
     """The pydantic model class that holds the field at `loc` (for listing allowed keys)."""
     model: Any = SweepSpec
     for part in loc:
@@ -72,7 +77,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     loc = err["loc"]
     if err["type"] == "extra_forbidden":
         parent = _model_at(loc[:-1])
@@ -80,7 +85,7 @@ def _describe(err: dict) -> str:
         return f"unknown key {str(loc[-1])!r}; allowed keys here: {allowed}"
     if err["type"] == "missing":
         return "required key is missing"
-    msg = err["msg"]
+    msg: str = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     inp = err.get("input")
@@ -111,11 +116,11 @@ def load_spec(path: str | Path) -> LoadedSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
-        issues = [
+        refused = [
             SpecIssue(fname, _line_for(lines, err["loc"]), ".".join(str(p) for p in err["loc"]), _describe(err))
             for err in e.errors()
         ]
-        raise SpecError(issues) from None
+        raise SpecError(refused) from None
 
     issues: list[SpecIssue] = []
     points: list[MethodPoint] = []

@@ -175,9 +175,9 @@ class SpaceSpec(_Strict):
             if isinstance(x, str) and x.strip().lower() in ("inf", ".inf", "infinity"):
                 x = "inf"
             elif isinstance(x, (int, float)) and not isinstance(x, bool):
+                if not math.isinf(x) and not x > 0:
+                    raise ValueError(f"request rates must be > 0, got {float(x)}")
                 x = "inf" if math.isinf(x) else float(x)
-                if x != "inf" and not x > 0:
-                    raise ValueError(f"request rates must be > 0, got {x}")
             else:
                 raise ValueError(f"request rates are numbers > 0 or inf, got {x!r}")
             out.append(x)
@@ -348,7 +348,8 @@ class SweepSpec(_Strict):
     @model_validator(mode="after")
     def _load_and_slo(self) -> "SweepSpec":
         s = self.search
-        uses_slo = [x.metric for x in [*s.objectives, *s.constraints] if x.metric in ("goodput_req_s", "slo_attainment")]
+        named = [o.metric for o in s.objectives] + [c.metric for c in s.constraints]
+        uses_slo = [m for m in named if m in ("goodput_req_s", "slo_attainment")]
         if uses_slo and self.measurement.slo is None:
             raise ValueError(f"{uses_slo[0]} needs measurement.slo (the per-request thresholds it counts)")
         if s.sampler == "capacity":

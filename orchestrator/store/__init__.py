@@ -1,5 +1,11 @@
-"""The results store (SQLAlchemy 2): tables, views and every SQL statement specsweep issues."""
+"""The results store (SQLAlchemy 2): tables, views and every SQL statement specsweep issues; rows as records."""
 
-from .store import Store, display_url, normalize_url
+from .inserts import NewCapacity, NewRecommendation, NewTrial, NewVerdict
+from .rows import EnvironmentRow, MeasurementRow, RecommendationRow, RequestOutputRow, SweepRow, TrialRow
+from .store import Store
+from .urls import display_url, normalize_url
+from .view_rows import CapacityResult, CrossoverRow, NightlyHistoryRow, RequestAcceptanceRow, TrialResult
 
-__all__ = ["Store", "display_url", "normalize_url"]
+__all__ = ["CapacityResult", "CrossoverRow", "EnvironmentRow", "MeasurementRow", "NewCapacity", "NewRecommendation",
+           "NewTrial", "NewVerdict", "NightlyHistoryRow", "RecommendationRow", "RequestAcceptanceRow",
+           "RequestOutputRow", "Store", "SweepRow", "TrialResult", "TrialRow", "display_url", "normalize_url"]

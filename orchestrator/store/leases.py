@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from sqlalchemy import and_, delete, insert, literal_column, select, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
+from ..errors import StoreConflict
+from .db import Database
 from .schema import leases
 
 
@@ -33,7 +35,7 @@ class LeaseResult:
     taken_over: bool = False
 
 
-def db_now(conn: Connection):
+def db_now(conn: Connection) -> ColumnElement[float]:
     """The database's current time in epoch seconds, as an SQL expression."""
     if conn.dialect.name == "postgresql":
         return literal_column("CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)")
@@ -49,20 +51,20 @@ def holder(conn: Connection, name: str) -> LeaseHolder | None:
                        acquired_at=row["acquired_at"], heartbeat_age_s=float(row["age"]))
 
 
-def acquire(engine: Engine, name: str, owner: str, host: str, pid: int, stale_after_s: float,
+def acquire(db: Database, name: str, owner: str, host: str, pid: int, stale_after_s: float,
             force: bool = False, dead: Callable[[LeaseHolder], bool] = lambda h: False) -> LeaseResult:
     """Take the lease if it is free, stale (no heartbeat for `stale_after_s`), held by an owner `dead` says is
     gone, or `force`d. Taking it from a holder is a compare-and-set on that holder's owner id."""
     for _ in range(3):  # the holder may release between our two statements: then the insert is tried again
         try:
-            with engine.begin() as conn:
+            with db.write(f"taking lease {name}") as conn:
                 now = db_now(conn)
                 conn.execute(insert(leases).values(name=name, owner=owner, host=host, pid=pid, acquired_at=now,
                                                    heartbeat_at=now))
             return LeaseResult(acquired=True)
-        except IntegrityError:
+        except StoreConflict:
             pass
-        with engine.begin() as conn:
+        with db.write(f"taking lease {name}") as conn:
             before = holder(conn, name)
             if before is None:
                 continue
@@ -78,14 +80,34 @@ def acquire(engine: Engine, name: str, owner: str, host: str, pid: int, stale_af
     return LeaseResult(acquired=False, holder=None)
 
 
-def renew(engine: Engine, name: str, owner: str) -> bool:
+def renew(db: Database, name: str, owner: str) -> bool:
     """Heartbeat; False when the lease is no longer ours (taken over or broken)."""
-    with engine.begin() as conn:
+    with db.write(f"renewing lease {name}") as conn:
         res = conn.execute(update(leases).where(leases.c.name == name, leases.c.owner == owner)
                            .values(heartbeat_at=db_now(conn)))
         return res.rowcount == 1
 
 
-def release(engine: Engine, name: str, owner: str) -> None:
-    with engine.begin() as conn:
+def release(db: Database, name: str, owner: str) -> None:
+    with db.write(f"releasing lease {name}") as conn:
         conn.execute(delete(leases).where(leases.c.name == name, leases.c.owner == owner))
+
+
+class LeaseRepository:
+    """The store's leases (Store mixes this in)."""
+
+    db: Database
+
+    def acquire_lease(self, name: str, owner: str, host: str, pid: int, stale_after_s: float,
+                      force: bool = False, dead: Callable[[LeaseHolder], bool] = lambda holder: False) -> LeaseResult:
+        return acquire(self.db, name, owner, host, pid, stale_after_s, force, dead)
+
+    def renew_lease(self, name: str, owner: str) -> bool:
+        return renew(self.db, name, owner)
+
+    def release_lease(self, name: str, owner: str) -> None:
+        release(self.db, name, owner)
+
+    def lease_holder(self, name: str) -> LeaseHolder | None:
+        with self.db.read(f"reading lease {name}") as conn:
+            return holder(conn, name)

@@ -10,6 +10,9 @@ one new database at once never race on DDL (Optuna's `CREATE TYPE studydirection
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 import contextlib
 import hashlib
 from pathlib import Path
@@ -20,17 +23,21 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import StoreError
 from ..paths import db_dir
-from .schema import VIEWS, store_meta
+from .schema import store_meta
+from .views import VIEWS
 
 MIGRATIONS = db_dir() / "migrations"
 VERSION_TABLE = "specsweep_alembic_version"
 FIRST_RELEASE = "0001"
 INIT_LOCK_KEY = 727265  # PostgreSQL advisory lock key of store initialisation
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 VIEWS_HASH = hashlib.sha256("\n".join(VIEWS.values()).encode()).hexdigest()[:16]
 OPTUNA_TABLES = ("studies", "version_info", "trials")
 
 
-def _script_config():
+def _script_config() -> Config:
     from alembic.config import Config
 
     if not (MIGRATIONS / "env.py").is_file():
@@ -41,7 +48,7 @@ def _script_config():
     return cfg
 
 
-def _config(conn: Connection):
+def _config(conn: Connection) -> Config:
     cfg = _script_config()
     cfg.attributes["connection"] = conn
     return cfg
@@ -57,7 +64,9 @@ def current_revision(conn: Connection) -> str | None:
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(_script_config()).get_current_head()
+    head = ScriptDirectory.from_config(_script_config()).get_current_head()
+    assert head is not None, "the migrations have no head"
+    return head
 
 
 @contextlib.contextmanager
@@ -129,7 +138,7 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         return result
 
 
-def _upgrade(conn: Connection, command) -> tuple[str | None, str]:
+def _upgrade(conn: Connection, command: ModuleType) -> tuple[str | None, str]:
     before = current_revision(conn)
     head = head_revision()
     versioned = VERSION_TABLE in set(inspect(conn).get_table_names())

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..errors import StoreError
@@ -109,7 +109,7 @@ def _statement(sql: str) -> tuple[str, list[tuple[str, str]]]:
     return body, scan(body)
 
 
-def read_only_engine(url: str):
+def read_only_engine(url: str) -> Engine:
     url = normalize_url(url)
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
@@ -133,7 +133,7 @@ def _pyformat(pieces: list[tuple[str, str]]) -> str:
     return "".join(out)
 
 
-def _set_timeout(conn, timeout_s: float) -> None:
+def _set_timeout(conn: Connection, timeout_s: float) -> None:
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
         return
@@ -141,6 +141,7 @@ def _set_timeout(conn, timeout_s: float) -> None:
 
     deadline = time.monotonic() + timeout_s
     raw = conn.connection.driver_connection  # sqlite3: a progress handler that aborts past the deadline
+    assert raw is not None
     raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
 
 
@@ -154,7 +155,7 @@ def refuse_writes(pieces: list[tuple[str, str]]) -> None:
 
 
 def run_query(url: str, sql: str, params: dict[str, Any] | None = None,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[dict]]:
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[dict[str, Any]]]:
     """(column names, rows) of one read-only statement, ended after `timeout_s` seconds."""
     body, pieces = _statement(sql)
     if not body:
@@ -198,7 +199,7 @@ def run_query(url: str, sql: str, params: dict[str, Any] | None = None,
         engine.dispose()
 
 
-def dataframe(sql: str, store_url: str | None = None, **params: Any):
+def dataframe(sql: str, store_url: str | None = None, **params: Any) -> Any:
     """A pandas DataFrame of a read-only query (or a saved query's name), for notebooks:
 
         from orchestrator.store.query import dataframe
@@ -208,10 +209,9 @@ def dataframe(sql: str, store_url: str | None = None, **params: Any):
         import pandas as pd
     except ImportError:
         raise ImportError("dataframe() needs pandas: pip install pandas (or the `report` extra)") from None
-    from ..paths import default_store_url
-    import os
+    from .urls import resolve_store_url
 
-    url = store_url or os.environ.get("SPECSWEEP_DB") or default_store_url()
+    url = resolve_store_url(store_url)
     if re.fullmatch(r"[A-Za-z0-9_\-]+", sql.strip()):
         sql = saved_query(sql.strip())
     cols, rows = run_query(url, sql, params)

@@ -24,7 +24,7 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def _parts(url: str):
+def _parts(url: str) -> tuple[str, str | None, str, str, list[tuple[str, str]], str]:
     """(scheme, userinfo, hostinfo, path, query pairs) of a URL, or ValueError when it does not parse cleanly."""
     from sqlalchemy.engine import make_url
 
@@ -64,3 +64,25 @@ def has_credentials(url: str) -> bool:
     if userinfo is not None and ":" in userinfo:
         return True
     return any(k.lower() in SECRET_PARAMS for k, _ in query)
+
+
+def resolve_store_url(store: str | None) -> str:
+    """Which store a command uses: --store, else $SPECSWEEP_DB, else the first line of the file
+    $SPECSWEEP_DB_FILE (for URLs with a password: kept out of command lines and job metadata), else SQLite under
+    SPECSWEEP_HOME. The one place this order is written (the CLI and `query.dataframe` use it)."""
+    import os
+
+    from ..errors import StoreError
+    from ..paths import default_store_url
+
+    if store:
+        return store
+    if os.environ.get("SPECSWEEP_DB"):
+        return os.environ["SPECSWEEP_DB"]
+    path = os.environ.get("SPECSWEEP_DB_FILE")
+    if path:
+        try:
+            return open(os.path.expanduser(path), encoding="utf-8").read().strip().splitlines()[0].strip()
+        except (OSError, IndexError) as e:
+            raise StoreError(f"SPECSWEEP_DB_FILE={path}: cannot read a store URL from it ({e})") from None
+    return default_store_url()

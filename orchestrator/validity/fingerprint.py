@@ -8,7 +8,25 @@ when a compared field differs, unless the caller allows that field by name.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Protocol
+
+
+class StoredFingerprint(Protocol):
+    """A stored environment (store/rows.py EnvironmentRow): its facts by name."""
+
+    def fact(self, name: str) -> Any: ...
+
+
+# A fingerprint as collected (a document of facts), a stored one, or None (not recorded: every fact unknown).
+Fingerprint = Mapping[str, Any] | StoredFingerprint | None
+
+
+def _fact(fp: Fingerprint, name: str) -> Any:
+    if fp is None:
+        return None
+    if isinstance(fp, Mapping):
+        return fp.get(name)
+    return fp.fact(name)
 
 # Compared between any two rows: hardware, software, the target and how the engine ran it.
 ENVIRONMENT_FIELDS = (
@@ -39,7 +57,7 @@ def compared_fields(same_method: bool) -> tuple[str, ...]:
     return ENVIRONMENT_FIELDS + (METHOD_FIELDS if same_method else ())
 
 
-def fingerprint_diff(a: dict[str, Any], b: dict[str, Any], *, same_method: bool,
+def fingerprint_diff(a: Fingerprint, b: Fingerprint, *, same_method: bool,
                      allow: Iterable[str] = ()) -> list[str]:
     """`field: a != b` for each compared field that differs and is not allowed."""
     allowed = set(allow)
@@ -47,7 +65,7 @@ def fingerprint_diff(a: dict[str, Any], b: dict[str, Any], *, same_method: bool,
     for f in compared_fields(same_method):
         if f in allowed:
             continue
-        va, vb = a.get(f), b.get(f)
+        va, vb = _fact(a, f), _fact(b, f)
         if f in ADDED_LATER and (va is None or vb is None):
             continue
         if isinstance(va, dict) and isinstance(vb, dict):

@@ -31,6 +31,7 @@ import math
 from typing import Any
 
 from ..records import RequestOutput, WindowMetrics
+from ..states import TrialState
 
 CLIENT_CPU_LIMIT = 0.9
 
@@ -52,7 +53,7 @@ def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[li
             flags.append("impossible_al")
         elif not moved:
             flags.append("no_drafts")
-        good = [a for a in als if not _bad(a)]
+        good = [a for a in als if a is not None and not _bad(a)]
         if k >= 2 and good and sorted(good)[len(good) // 2] < 1.05:
             flags.append("acceptance_collapse")
     reqs = [o for window in outputs for o in window]
@@ -81,7 +82,7 @@ def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[li
 def pairing_flags(*, temperature: float, match: dict | None, distribution: dict | None, threshold: float,
                   mismatch: list[str], baseline_state: str) -> list[str]:
     flags = []
-    if baseline_state == "FAIL":
+    if baseline_state == TrialState.FAIL:
         flags.append("baseline_failed")
     if mismatch:
         flags.append("fingerprint_mismatch")

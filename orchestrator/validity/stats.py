@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -67,7 +67,7 @@ def speedup_interval(spec: Sequence[float | None], base: Sequence[float | None],
     paired = len(spec) == len(base) and all(v is not None and v > 0 for v in list(spec) + list(base))
     s, b = _clean(spec), _clean(base)
     n = min(len(s), len(b))
-    out = {"low": None, "high": None, "method": None, "n": n}
+    out: dict[str, Any] = {"low": None, "high": None, "method": None, "n": n}
     if n < 2:
         out["method"] = "needs >= 2 repeats on both sides"
         return out

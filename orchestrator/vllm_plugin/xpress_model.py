@@ -121,6 +121,7 @@ class XPressDFlashForCausalLM(DFlashQwen3ForCausalLM):
             raise XPressServingError(f"K = {k} needs a block of {k + 1} slots; the head was trained for at most "
                                      f"{self.xpress_cfg.block_size} (xpress_block_size)")
         self._vocab_maps(logits.device)
+        assert self._anchor_ids is not None and self._target_to_head is not None  # set above
         states = torch.cat([self._anchor_states.unsqueeze(1), hidden_states.view(n, k, -1)], dim=1)
         states = states.to(self.xpress_head.w2.weight.dtype)
         anchor = self._target_to_head[self._anchor_ids.long()]

@@ -47,8 +47,8 @@ def _tiny_drafter(folder, model_path: str) -> None:
 
 
 def _agreement(model_path, drafter, out) -> dict:
-    """orchestrator.drafters.agreement in a child process (K = 3, 3 answers of 24 tokens): its result."""
-    res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.agreement", str(model_path), str(drafter),
+    """orchestrator.drafters.train.agreement in a child process (K = 3, 3 answers of 24 tokens): its result."""
+    res = subprocess.run([sys.executable, "-m", "orchestrator.drafters.train.agreement", str(model_path), str(drafter),
                           str(out), "--k", "3", "--max-tokens", "24", "--prompts", "3"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]

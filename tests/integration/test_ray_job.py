@@ -102,7 +102,7 @@ def test_specsweep_submit_keeps_the_password_out(ray_head, pg_url, tmp_path):
     assert "SUCCEEDED" in ok.stdout and "fake-submit-" in ok.stdout
     st = Store(url_with_pw)
     rows = st.trial_results("fake-submit")
-    assert len(rows) == 2 and all(r["state"] == "COMPLETE" for r in rows)
+    assert len(rows) == 2 and all(r.state == "COMPLETE" for r in rows)
     jobs = subprocess.run([str(BIN / "ray"), "job", "list", "--address", address], env=env, capture_output=True,
                           text=True, timeout=60)
     assert "fake-submit" in jobs.stdout and "SPECSWEEP_DB_FILE" in jobs.stdout
@@ -149,5 +149,5 @@ def test_kuberay_entrypoints_run_as_ray_jobs(ray_head, pg_url, tmp_path, manifes
     r = subprocess.run(cmd, env=ray_head[1], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "succeeded" in (r.stdout + r.stderr), (r.stdout[-3000:], r.stderr[-2000:])
     st = Store(pg_url)
-    names = [s["name"] for s in st.list_sweeps()]
+    names = [s.name for s in st.list_sweeps()]
     assert any(n.startswith(f"fake-{manifest.split('.')[0]}") for n in names), names

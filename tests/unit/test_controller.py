@@ -32,7 +32,7 @@ measurement: {repeats: 1, warmup_requests: 0}
 
 
 def point_set(rows):
-    return sorted(json.dumps(r["params"], sort_keys=True) for r in rows)
+    return sorted(json.dumps(r.params, sort_keys=True) for r in rows)
 
 
 def test_grid_covers_every_point_once_and_reuses_engines(ray_session, write_spec, store_url):
@@ -42,17 +42,17 @@ def test_grid_covers_every_point_once_and_reuses_engines(ray_session, write_spec
     # 3 method points x 2 max_num_seqs x 3 concurrencies
     assert len(rows) == 18 and out.completed == 18 and out.failed == 0
     assert len(set(point_set(rows))) == 18
-    assert {(r["max_num_seqs"], r["concurrency"]) for r in rows} == {(m, c) for m in (8, 16) for c in (1, 2, 4)}
-    configs = {r["engine_config_hash"] for r in rows}
+    assert {(r.max_num_seqs, r.concurrency) for r in rows} == {(m, c) for m in (8, 16) for c in (1, 2, 4)}
+    configs = {r.engine_config_hash for r in rows}
     assert out.engine_starts == len(configs) == 6  # one engine per distinct configuration, not per trial
-    assert all(r["optuna_trial_number"] is not None and r["queued_s"] is not None for r in rows)
+    assert all(r.optuna_trial_number is not None and r.queued_s is not None for r in rows)
     # every trial of a configuration was served by the same engine process
     for h in configs:
-        assert len({r["engine_pid"] for r in rows if r["engine_config_hash"] == h}) == 1
-    best = [r for r in rows if r["on_pareto_front"]]
+        assert len({r.engine_pid for r in rows if r.engine_config_hash == h}) == 1
+    best = [r for r in rows if r.on_pareto_front]
     assert len(best) == 1  # single objective: the best trial
-    res = {r["trial_id"]: r for r in st.trial_results("grid-sweep")}
-    assert res[best[0]["id"]]["output_tok_s"] == max(r["output_tok_s"] for r in res.values())
+    res = {r.trial_id: r for r in st.trial_results("grid-sweep")}
+    assert res[best[0].id].output_tok_s == max(r.output_tok_s for r in res.values())
 
 
 def test_same_sweep_twice_same_points(ray_session, write_spec, sqlite_url):
@@ -63,8 +63,8 @@ def test_same_sweep_twice_same_points(ray_session, write_spec, sqlite_url):
         loaded = load_spec(write_spec(text))
         a = run_sweep(loaded, st, new_name=f"{sampler}-a")
         b = run_sweep(loaded, st, new_name=f"{sampler}-b")
-        pa = [json.dumps(r["params"], sort_keys=True) for r in st.trials(a.sweep_id) if r["role"] == "search"]
-        pb = [json.dumps(r["params"], sort_keys=True) for r in st.trials(b.sweep_id) if r["role"] == "search"]
+        pa = [json.dumps(r.params, sort_keys=True) for r in st.trials(a.sweep_id) if r.role == "search"]
+        pb = [json.dumps(r.params, sort_keys=True) for r in st.trials(b.sweep_id) if r.role == "search"]
         assert len(pa) == 7, (sampler, pa)  # n_trials points were asked for and measured (paired baselines apart)
         assert pa == pb, sampler  # the same sequence, not only the same set
 
@@ -81,16 +81,16 @@ def test_multi_objective_constraints_and_pareto(ray_session, write_spec, sqlite_
 measurement:""")
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
-    res = [r for r in st.trial_results("grid-sweep") if r["role"] == "search"]  # paired baselines apart
+    res = [r for r in st.trial_results("grid-sweep") if r.role == "search"]  # paired baselines apart
     assert out.completed + out.reused == 10 and len(res) == 10
     for r in res:  # SQLite returns booleans of a view as 0/1
-        assert bool(r["feasible"]) == (r["ttft_ms_p99"] <= 40), r
-    feasible = [r for r in res if r["feasible"]]
-    assert feasible and len(feasible) < len(res), [r["ttft_ms_p99"] for r in res]  # the SLO cuts through
-    front = [r for r in res if r["on_pareto_front"]]
-    assert front and all(r["feasible"] for r in front)  # an infeasible point is never on the front
+        assert bool(r.feasible) == (r.ttft_ms_p99 <= 40), r
+    feasible = [r for r in res if r.feasible]
+    assert feasible and len(feasible) < len(res), [r.ttft_ms_p99 for r in res]  # the SLO cuts through
+    front = [r for r in res if r.on_pareto_front]
+    assert front and all(r.feasible for r in front)  # an infeasible point is never on the front
     for f in front:  # nothing feasible dominates a front member
-        assert not any(o["output_tok_s"] > f["output_tok_s"] and o["tpot_ms_p99"] < f["tpot_ms_p99"] for o in feasible)
+        assert not any(o.output_tok_s > f.output_tok_s and o.tpot_ms_p99 < f.tpot_ms_p99 for o in feasible)
 
 
 def test_infeasible_slo_excluded_from_front(ray_session, write_spec, sqlite_url):
@@ -99,7 +99,7 @@ def test_infeasible_slo_excluded_from_front(ray_session, write_spec, sqlite_url)
     run_sweep(load_spec(write_spec(text)), st)
     res = st.trial_results("grid-sweep")
     assert len(res) == 18
-    assert all(r["feasible"] in (False, 0) for r in res) and not any(r["on_pareto_front"] for r in res)
+    assert all(r.feasible in (False, 0) for r in res) and not any(r.on_pareto_front for r in res)
 
 
 def test_actor_killed_mid_trial_fails_one_trial(ray_session, write_spec, sqlite_url):
@@ -111,9 +111,9 @@ def test_actor_killed_mid_trial_fails_one_trial(ray_session, write_spec, sqlite_
         deadline = time.time() + 60
         while time.time() < deadline and not killed:
             for r in st.trials(1) if st.get_sweep("grid-sweep") else []:
-                if r["state"] == "RUNNING" and r["engine_pid"] and r["method"] == "ngram":
-                    os.kill(r["engine_pid"], signal.SIGKILL)
-                    killed["id"] = r["id"]
+                if r.state == "RUNNING" and r.engine_pid and r.method == "ngram":
+                    os.kill(r.engine_pid, signal.SIGKILL)
+                    killed["id"] = r.id
                     return
             time.sleep(0.05)
 
@@ -122,9 +122,9 @@ def test_actor_killed_mid_trial_fails_one_trial(ray_session, write_spec, sqlite_
     out = run_sweep(load_spec(write_spec(text)), st)
     t.join()
     assert killed, "never saw a running ngram trial to kill"
-    rows = {r["id"]: r for r in st.trials(out.sweep_id)}
-    assert [r["id"] for r in rows.values() if r["state"] == "FAIL"] == [killed["id"]]
-    assert "died" in rows[killed["id"]]["error"] or "Actor" in rows[killed["id"]]["error"]
+    rows = {r.id: r for r in st.trials(out.sweep_id)}
+    assert [r.id for r in rows.values() if r.state == "FAIL"] == [killed["id"]]
+    assert "died" in rows[killed["id"]].error or "Actor" in rows[killed["id"]].error
     assert out.completed == len(rows) - 1  # the sweep went on, with a replacement actor
     assert out.engine_starts == 4  # 3 configurations + 1 replacement
 
@@ -135,7 +135,7 @@ def test_trial_timeout(ray_session, write_spec, sqlite_url):
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
     rows = st.trials(out.sweep_id)
-    assert out.failed == 3 and all("timed out after 0.5 s" in r["error"] for r in rows)
+    assert out.failed == 3 and all("timed out after 0.5 s" in r.error for r in rows)
 
 
 CLI_SPEC = GRID.replace("step_seconds: 0.001", "step_seconds: 0.02").replace("max_num_seqs: [8, 16]", "max_num_seqs: [8]")
@@ -151,7 +151,7 @@ def _wait_for(st: Store, proc, what, timeout=120) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         s = st.get_sweep("grid-sweep")
-        if s and what(st.trials(s["id"])):
+        if s and what(st.trials(s.id)):
             return
         if proc.poll() is not None:
             pytest.fail(f"controller exited early: {proc.stdout.read()[-3000:]}")
@@ -165,31 +165,31 @@ def test_sigterm_puts_running_trials_back_to_pending(ray_address, write_spec, sq
     # it at least every 0.5 s) stops the trial before it could finish
     spec = write_spec(CLI_SPEC.replace("step_seconds: 0.02", "step_seconds: 0.1").replace("concurrency: [1, 2, 4]", "concurrency: [2, 4]"))
     proc = _run_cli(spec, sqlite_url, ray_address)
-    _wait_for(st, proc, lambda rows: sum(r["state"] == "COMPLETE" for r in rows) >= 1
-              and any(r["state"] == "RUNNING" for r in rows))
-    before = {r["id"]: r for r in st.trials(st.get_sweep("grid-sweep")["id"])}
+    _wait_for(st, proc, lambda rows: sum(r.state == "COMPLETE" for r in rows) >= 1
+              and any(r.state == "RUNNING" for r in rows))
+    before = {r.id: r for r in st.trials(st.get_sweep("grid-sweep").id)}
     proc.send_signal(signal.SIGTERM)  # lands mid-trial: a row was RUNNING and has ~2 s to go
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-3000:]
-    after = {r["id"]: r for r in st.trials(st.get_sweep("grid-sweep")["id"])}
-    running = [i for i, r in before.items() if r["state"] == "RUNNING"]
+    after = {r.id: r for r in st.trials(st.get_sweep("grid-sweep").id)}
+    running = [i for i, r in before.items() if r.state == "RUNNING"]
     assert running
     for i in running:  # what was being measured goes back to PENDING, attempt counted, the reason kept
-        assert after[i]["state"] == "PENDING" and after[i]["attempt"] == 2, after[i]
-        assert "interrupted" in after[i]["error"], after[i]
-    never = [i for i, r in before.items() if r["state"] == "PENDING"]
+        assert after[i].state == "PENDING" and after[i].attempt == 2, after[i]
+        assert "interrupted" in after[i].error, after[i]
+    never = [i for i, r in before.items() if r.state == "PENDING"]
     assert never  # 6 trials, stopped after the first one or two
     for i in never:  # trials that never started stay as they were: PENDING, first attempt, no error
-        assert (after[i]["state"], after[i]["attempt"], after[i]["error"]) == ("PENDING", 1, None), after[i]
+        assert (after[i].state, after[i].attempt, after[i].error) == ("PENDING", 1, None), after[i]
     for i, r in before.items():
-        if r["state"] == "COMPLETE":
+        if r.state == "COMPLETE":
             assert after[i] == r  # untouched
-    assert "RUNNING" not in {r["state"] for r in after.values()} and "FAIL" not in {r["state"] for r in after.values()}
-    assert st.get_sweep("grid-sweep")["status"] == "interrupted"
+    assert "RUNNING" not in {r.state for r in after.values()} and "FAIL" not in {r.state for r in after.values()}
+    assert st.get_sweep("grid-sweep").status == "interrupted"
     proc = _run_cli(spec, sqlite_url, ray_address)  # a plain resume finishes the sweep
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
-    assert all(r["state"] == "COMPLETE" for r in st.trials(st.get_sweep("grid-sweep")["id"]))
+    assert all(r.state == "COMPLETE" for r in st.trials(st.get_sweep("grid-sweep").id))
 
 
 ONE_CONC = GRID.replace("max_num_seqs: [8, 16]", "max_num_seqs: [8]").replace("concurrency: [1, 2, 4]", "concurrency: [2]")
@@ -205,8 +205,8 @@ def test_gp_sampler_runs_past_its_random_start_reproducibly(ray_session, write_s
     assert isinstance(make_sampler(loaded.spec.search), GPSampler)
     st = Store(sqlite_url)
     a, b = run_sweep(loaded, st, new_name="gp-a"), run_sweep(loaded, st, new_name="gp-b")
-    pa = [json.dumps(r["params"], sort_keys=True) for r in st.trials(a.sweep_id) if r["role"] == "search"]
-    pb = [json.dumps(r["params"], sort_keys=True) for r in st.trials(b.sweep_id) if r["role"] == "search"]
+    pa = [json.dumps(r.params, sort_keys=True) for r in st.trials(a.sweep_id) if r.role == "search"]
+    pb = [json.dumps(r.params, sort_keys=True) for r in st.trials(b.sweep_id) if r.role == "search"]
     assert len(pa) == len(pb) == 12, pa  # n_trials asked and measured
     # the random start is the same sequence for the same seed; the GP's own asks follow the measured (noisy) values
     assert pa[:10] == pb[:10], (pa, pb)
@@ -222,7 +222,7 @@ def test_max_parallel_engines_runs_engines_side_by_side(ray_session, write_spec,
 
     def overlaps(sweep_id):
         rows = st.trials(sweep_id)
-        spans = [(r["started_at"], r["finished_at"], r["engine_config_hash"]) for r in rows]
+        spans = [(r.started_at, r.finished_at, r.engine_config_hash) for r in rows]
         return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:] if a[2] != b[2])
 
     one = run_sweep(load_spec(write_spec(base)), st, new_name="one-engine")
@@ -239,10 +239,10 @@ def test_search_timeout_leaves_the_rest_pending(ray_session, write_spec, sqlite_
             .replace("measurement:", "search: {timeout_s: 3}\nmeasurement:"))
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
-    states = [r["state"] for r in st.trials(out.sweep_id)]
+    states = [r.state for r in st.trials(out.sweep_id)]
     assert len(states) == 18 and states.count("COMPLETE") < 12, states  # stopped well before the end (~25 s)
     assert states.count("PENDING") == 18 - states.count("COMPLETE"), states
-    assert not out.all_complete and st.get_sweep("grid-sweep")["status"] == "incomplete"
+    assert not out.all_complete and st.get_sweep("grid-sweep").status == "incomplete"
 
 
 def test_request_timeout_records_failed_requests(ray_session, write_spec, sqlite_url):
@@ -253,9 +253,9 @@ def test_request_timeout_records_failed_requests(ray_session, write_spec, sqlite
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
     for r in st.trial_results("grid-sweep"):
-        outs = st.request_outputs(r["trial_id"], None)
-        assert len(outs) == 4 and all(not o["ok"] and "timed out after 0.5 s" in o["error"] for o in outs), outs
-        assert r["failed_requests"] == 4 and "failed_requests" in (r["flags"] or "") or r["state"] == "FAIL", r
+        outs = st.request_outputs(r.trial_id, None)
+        assert len(outs) == 4 and all(not o.ok and "timed out after 0.5 s" in o.error for o in outs), outs
+        assert r.failed_requests == 4 and "failed_requests" in (r.flags or "") or r.state == "FAIL", r
     assert out.completed + out.failed == 2
 
 
@@ -265,7 +265,7 @@ def test_start_timeout_fails_the_engines_trials(ray_session, write_spec, sqlite_
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
     rows = st.trials(out.sweep_id)
-    assert out.failed == 3 and all(r["state"] == "FAIL" and "engine start timed out after 0.5 s" in r["error"] for r in rows)
+    assert out.failed == 3 and all(r.state == "FAIL" and "engine start timed out after 0.5 s" in r.error for r in rows)
 
 
 @pytest.mark.ray  # starts its own Ray through the CLI
@@ -280,7 +280,7 @@ def test_a_stopped_run_leaves_no_process_behind(write_spec, sqlite_url, sig):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--store", sqlite_url],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
-    _wait_for(st, proc, lambda rows: any(r["state"] == "RUNNING" for r in rows), timeout=180)
+    _wait_for(st, proc, lambda rows: any(r.state == "RUNNING" for r in rows), timeout=180)
     started = psutil.Process(proc.pid).children(recursive=True)
     assert any("raylet" in " ".join(p.cmdline()) for p in started), [p.cmdline()[:2] for p in started]
     proc.send_signal(sig)

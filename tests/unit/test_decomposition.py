@@ -227,9 +227,10 @@ def test_an_older_vllm_starts_without_the_diagnostics(monkeypatch):
 
 def test_results_cells_join_request_al_and_the_step_split():
     from orchestrator.render import format_cell
+    from tests.records import trial_result
 
-    r = {"request_al_p10": 1.04, "request_al_p50": 1.26, "request_al_p90": None,
-         "verify_ms_per_step": 24.7, "drafter_ms_per_step": 0.21, "other_ms_per_step": 5.2}
+    r = trial_result(request_al_p10=1.04, request_al_p50=1.26, request_al_p90=None,
+                     verify_ms_per_step=24.7, drafter_ms_per_step=0.21, other_ms_per_step=5.2)
     assert format_cell(1.26, "request_al", r) == "1.04/1.26/-"
     assert format_cell(24.7, "step_split", r) == "24.7/0.2/5.2"
     assert format_cell(None, "step_split", r) == "-"  # a row without step timing

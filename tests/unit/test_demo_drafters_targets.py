@@ -23,7 +23,9 @@ def _target_lines(tmp_path, monkeypatch):
 
 
 def _row(al, flags="", low=1.1):
-    return {"acceptance_length": al, "speedup_ci_low": low, "flags": flags}
+    from tests.records import trial_result
+
+    return trial_result(acceptance_length=al, speedup_ci_low=low, flags=flags)
 
 
 def test_k7_verdict_names_lossy_rows(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import torch
 from orchestrator.drafters.layout import dflash_weight_shapes, eagle3_weight_shapes
 from orchestrator.drafters.train.dflash_train import RECIPE, train_dflash
 from orchestrator.drafters.train.eagle3_train import train_eagle3
-from orchestrator.drafters.train.prompts import _words, near_duplicate, training_prompts
+from orchestrator.datasets.prompts import _words, near_duplicate, training_prompts
 from orchestrator.drafters.train.run import (DEFAULT_STEPS, TrainError, TrainSettings, _write_with_manifest,
                                              train_drafter)
 from orchestrator.datasets import load_prompts
@@ -176,7 +176,7 @@ def test_default_steps_per_method_and_in_the_key():
 
 
 def test_editing_the_templates_changes_the_data_and_drafter_identity(monkeypatch):
-    from orchestrator.drafters.train import prompts
+    from orchestrator.datasets import prompts
 
     s = TrainSettings(method="eagle3", num_prompts=50)
     before = (s.data_key(), s.key())

@@ -60,7 +60,7 @@ def test_the_engine_resolves_auto_on_its_own_machine(monkeypatch, flags, expecte
 
 
 def test_drafter_training_data_dtype_follows_the_cpu(monkeypatch):
-    from orchestrator.drafters.train import run
+    from orchestrator.drafters.train import settings as run
 
     monkeypatch.setattr(run, "cpu_flags", lambda: {"avx2"})
     avx2 = run.TrainSettings()

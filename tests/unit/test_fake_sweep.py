@@ -31,26 +31,26 @@ def test_fake_sweep_rows(ray_session, write_spec, sqlite_url):
     out = run_sweep(load_spec(write_spec(FAKE)), st)
     assert (out.completed, out.failed, out.engine_starts) == (6, 0, 3)  # one engine per distinct config
     rows = st.trial_results("fake-sweep")
-    assert len(rows) == 6 and {r["backend"] for r in rows} == {"fake"}
-    assert all(r["state"] == "COMPLETE" and r["repeats"] == 2 for r in rows)
+    assert len(rows) == 6 and {r.backend for r in rows} == {"fake"}
+    assert all(r.state == "COMPLETE" and r.repeats == 2 for r in rows)
     for r in rows:
-        if r["method"] == "ngram":
-            assert 1.0 < r["acceptance_length"] <= r["num_speculative_tokens"] + 1
+        if r.method == "ngram":
+            assert 1.0 < r.acceptance_length <= r.num_speculative_tokens + 1
         else:
-            assert r["acceptance_length"] is None
-        assert r["output_tok_s"] > 0 and r["ttft_ms_p50"] > 0
+            assert r.acceptance_length is None
+        assert r.output_tok_s > 0 and r.ttft_ms_p50 > 0
     # lossless fake: every method produces the baseline's tokens for every prompt
-    base = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(rows[0]["trial_id"])}
-    spec = {o["prompt_id"]: o["output_token_ids"] for o in st.request_outputs(rows[-1]["trial_id"])}
+    base = {o.prompt_id: o.output_token_ids for o in st.request_outputs(rows[0].trial_id)}
+    spec = {o.prompt_id: o.output_token_ids for o in st.request_outputs(rows[-1].trial_id)}
     assert len(base) == 6 and base == spec
-    assert st.get_sweep("fake-sweep")["status"] == "complete"
+    assert st.get_sweep("fake-sweep").status == "complete"
     # dtype `auto` (the default) is resolved on the engine's machine and every row says what it ran on which ISA
     from orchestrator.environment import cpu_flags, cpu_isa
 
     native = bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
-    assert {(r["dtype"], r["cpu_isa"]) for r in rows} == {("bfloat16" if native else "float32", cpu_isa(cpu_flags()))}
-    env = st.environment(rows[0]["environment_id"])
-    assert env["dtype_requested"] == "auto" and "auto:" in env["dtype_reason"]
+    assert {(r.dtype, r.cpu_isa) for r in rows} == {("bfloat16" if native else "float32", cpu_isa(cpu_flags()))}
+    env = st.environment(rows[0].environment_id)
+    assert env.fact("dtype_requested") == "auto" and "auto:" in env.fact("dtype_reason")
 
 
 def test_resume_skips_completed_and_refuses_changed_spec(ray_session, write_spec, sqlite_url):
@@ -70,8 +70,8 @@ def test_engine_start_failure_fails_its_trials_once(ray_session, write_spec, sql
     out = run_sweep(load_spec(write_spec(text)), st)
     assert out.failed == 6 and out.engine_starts == 3 and out.completed == 0
     rows = st.trial_results("fake-sweep")
-    assert all(r["state"] == "FAIL" and "CUDA out of memory (simulated)" in r["error"] for r in rows)
-    assert st.get_sweep("fake-sweep")["status"] == "failed"
+    assert all(r.state == "FAIL" and "CUDA out of memory (simulated)" in r.error for r in rows)
+    assert st.get_sweep("fake-sweep").status == "failed"
 
 
 def test_cli_run_and_results_formats(ray_session, write_spec, sqlite_url):
@@ -106,12 +106,12 @@ def test_datasets_are_load_points(ray_session, write_spec, sqlite_url):
     out = run_sweep(load_spec(write_spec(text)), st)
     rows = st.trial_results("fake-sweep")
     assert out.engine_starts == 2  # datasets and concurrencies share an engine
-    assert {(r["method"], r["dataset"], r["concurrency"]) for r in rows} == {
+    assert {(r.method, r.dataset, r.concurrency) for r in rows} == {
         (m, d, c) for m in ("baseline", "ngram") for d in ("smoke", "random") for c in (1, 3)}
     for r in rows:
-        outs = st.request_outputs(r["trial_id"])
-        assert len(outs) == 3 and all(o["output_tokens"] == 12 for o in outs)  # ignore_eos: fixed length
-        assert all(o["prompt_id"].startswith(r["dataset"]) for o in outs)
+        outs = st.request_outputs(r.trial_id)
+        assert len(outs) == 3 and all(o.output_tokens == 12 for o in outs)  # ignore_eos: fixed length
+        assert all(o.prompt_id.startswith(r.dataset) for o in outs)
 
 
 def test_failed_warmup_is_stored_and_flagged(ray_session, write_spec, sqlite_url):
@@ -122,11 +122,11 @@ def test_failed_warmup_is_stored_and_flagged(ray_session, write_spec, sqlite_url
     out = run_sweep(load_spec(write_spec(text)), st)
     assert out.completed == 1 and out.failed == 0  # the measured requests succeeded
     (row,) = st.trial_results("fake-sweep")
-    assert [m["warmup_failed_requests"] for m in st.measurements(row["trial_id"])] == [2, 2]
-    assert "warmup_failed" in row["flags"].split(",")
+    assert [m.warmup_failed_requests for m in st.measurements(row.trial_id)] == [2, 2]
+    assert "warmup_failed" in row.flags.split(",")
     clean = run_sweep(load_spec(write_spec(FAKE.replace("fake-sweep", "clean"))), st)
-    assert all(m["warmup_failed_requests"] == 0 for r in st.trials(clean.sweep_id) for m in st.measurements(r["id"]))
-    assert not any("warmup_failed" in (r["flags"] or "") for r in st.trial_results("clean"))
+    assert all(m.warmup_failed_requests == 0 for r in st.trials(clean.sweep_id) for m in st.measurements(r.id))
+    assert not any("warmup_failed" in (r.flags or "") for r in st.trial_results("clean"))
 
 
 @pytest.mark.ray  # starts its own Ray through the CLI
@@ -144,11 +144,11 @@ def test_local_ray_runs_engines_at_niceness_zero_and_rows_record_it(write_spec, 
     assert res.returncode == 0, res.stdout + res.stderr
     st = Store(sqlite_url)
     (row,) = st.trial_results("fake-sweep")
-    assert st.environment(row["environment_id"])["process_niceness"] == 0 and not row["flags"], row
+    assert st.environment(row.environment_id).fact("process_niceness") == 0 and not row.flags, row
     # Ray's own default (as on a cluster started without the setting): recorded and flagged
     res = subprocess.run(run + ["--new-name", "nice-15"], capture_output=True, text=True,
                          env={**env, "RAY_worker_niceness": "15"}, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     (row,) = st.trial_results("nice-15")
-    assert st.environment(row["environment_id"])["process_niceness"] == 15
-    assert "low_priority" in row["flags"].split(","), row
+    assert st.environment(row.environment_id).fact("process_niceness") == 15
+    assert "low_priority" in row.flags.split(","), row

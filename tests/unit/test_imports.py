@@ -130,3 +130,38 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "drafter")], capture_output=True, text=True,
                          env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+# The training pipeline and its diagnostics (drafters/train/: the `train` extra) are imported only by themselves
+# and by the command-line layer that starts a training run (lazily); the core (spec, controller, engines, load,
+# metrics, validity, store, report and everything else) never imports them, not even inside a function.
+TRAINING = "orchestrator.drafters.train"
+NOT_CORE = ("orchestrator.drafters.train", "orchestrator.cli", "orchestrator.commands.drafters")
+
+
+def training_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Core module -> the training modules it imports."""
+    def is_training(m: str) -> bool:
+        return m == TRAINING or m.startswith(TRAINING + ".")
+
+    return {m: sorted(t for t in targets if is_training(t)) for m, targets in sorted(graph.items())
+            if not any(m == n or m.startswith(n + ".") for n in NOT_CORE) and any(is_training(t) for t in targets)}
+
+
+def test_the_core_never_imports_the_training_pipeline():
+    assert training_imports(import_graph()) == {}
+
+
+def test_the_training_check_sees_a_lazy_import(tmp_path):
+    """As datasets/demo_heldout.py once did: a function-level relative import of the pipeline is seen."""
+    pkg = tmp_path / "orchestrator"
+    for d in ("drafters/train", "datasets"):
+        (pkg / d).mkdir(parents=True)
+    for f in ("__init__.py", "drafters/__init__.py", "drafters/train/__init__.py", "datasets/__init__.py",
+              "drafters/train/run.py"):
+        (pkg / f).write_text("")
+    (pkg / "datasets" / "demo_heldout.py").write_text("def f():\n    from ..drafters.train.run import x\n")
+    assert training_imports(import_graph(pkg)) == {"orchestrator.datasets.demo_heldout": [
+        "orchestrator.drafters.train.run"]}
+    (pkg / "datasets" / "demo_heldout.py").write_text("x = 1\n")
+    assert training_imports(import_graph(pkg)) == {}

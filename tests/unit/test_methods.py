@@ -82,9 +82,9 @@ def test_good_drafters_pass_and_record_facts(write_spec, models):
     plan = build_plan(loaded, str(models["target"]))
     dflash = [t for t in plan if t.point.method == "dflash"]
     assert [t.engine.speculative_config["num_speculative_tokens"] for t in dflash] == [3, 7]  # K = block - 1
-    row = dflash[0].row({})
-    assert row["method_params"]["sample_from_anchor"] is False and row["method_params"]["block_size"] == 8
-    assert row["num_speculative_tokens"] == 3
+    row = dflash[0].new_trial({})
+    assert row.method_params["sample_from_anchor"] is False and row.method_params["block_size"] == 8
+    assert row.num_speculative_tokens == 3
     e3 = [t for t in plan if t.point.method == "eagle3"][0].engine.speculative_config
     assert e3 == {"method": "eagle3", "model": str(models["eagle3"]), "num_speculative_tokens": 3}
 

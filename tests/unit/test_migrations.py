@@ -55,7 +55,7 @@ def test_first_released_schema_is_upgraded_with_its_rows(ray_session, store_url,
     st = Store(store_url)
     assert st.schema_revisions == ("0001", head_revision())
     (old,) = st.trial_results("old")
-    assert old["output_tok_s"] == 42.0 and old["role"] == "search" and old["speedup"] is None
+    assert old.output_tok_s == 42.0 and old.role == "search" and old.speedup is None
     # and the upgraded store takes a new sweep
     spec = write_spec("""
 name: after-upgrade
@@ -67,4 +67,4 @@ measurement: {repeats: 1, warmup_requests: 0}
 """)
     out = run_sweep(load_spec(spec), st)
     assert out.completed == 1 and out.baselines == 1
-    assert [r["speedup"] is not None for r in st.trial_results("after-upgrade") if r["role"] == "search"] == [True]
+    assert [r.speedup is not None for r in st.trial_results("after-upgrade") if r.role == "search"] == [True]

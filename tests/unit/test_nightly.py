@@ -61,29 +61,29 @@ def test_nights_of_history_a_regression_and_plain_noise(ray_session, store_url, 
         assert res.exit_code == 0, res.output
     st = Store(store_url)
     first = st.nightly_history(1)
-    assert first and {r["verdict"] for r in first} == {"insufficient data"}  # no history on night 1
-    assert {r["history_n"] for r in st.nightly_history(4)} == {3}  # nights 1-3 before night 4
+    assert first and {r.verdict for r in first} == {"insufficient data"}  # no history on night 1
+    assert {r.history_n for r in st.nightly_history(4)} == {3}  # nights 1-3 before night 4
     # night 5 runs in another environment (dtype): nothing before it is comparable, and it is no history later
     res = night(4, dtype="float32")
     assert res.exit_code == 0, res.output
     other = st.nightly_history(5)
-    assert {(r["verdict"], r["history_n"]) for r in other} == {("insufficient data", 0)}
-    assert all("4 previous nights excluded: different environment fingerprint" in r["note"] for r in other)
+    assert {(r.verdict, r.history_n) for r in other} == {("insufficient data", 0)}
+    assert all("4 previous nights excluded: different environment fingerprint" in r.note for r in other)
     # night 6: every engine step twice as slow -> throughput halves, TPOT doubles (steps of 20 ms, not 4: on a
     # loaded 2-core CI machine the per-step overhead of 4 ms steps hid the slowdown of ngram's fewer steps)
     res = night(5, step=0.04)
     assert res.exit_code == 3, res.output
     assert "regression" in res.output
-    bad = [r for r in st.nightly_history(6) if r["verdict"] == "regression"]
-    assert {(r["label"], r["metric"]) for r in bad} >= {("ngram", "output_tok_s"), ("ngram", "tpot_ms_p50")}
-    assert all(r["history_n"] == 4 and "1 previous nights excluded" in r["note"] for r in bad)  # night 5 left out
+    bad = [r for r in st.nightly_history(6) if r.verdict == "regression"]
+    assert {(r.label, r.metric) for r in bad} >= {("ngram", "output_tok_s"), ("ngram", "tpot_ms_p50")}
+    assert all(r.history_n == 4 and "1 previous nights excluded" in r.note for r in bad)  # night 5 left out
     report = (tmp_path / "r" / "nightly-fake-suite-6.md").read_text()
     assert "**regression**" in report and "output_tok_s" in report
     # night 7: plain noise again (the regressed night is in its history, the median shrugs it off)
     res = night(6)
     assert res.exit_code == 0, res.output
-    assert {r["history_n"] for r in st.nightly_history(7)} == {5}
-    assert not [r for r in st.nightly_history(7) if r["verdict"] == "regression"]
+    assert {r.history_n for r in st.nightly_history(7)} == {5}
+    assert not [r for r in st.nightly_history(7) if r.verdict == "regression"]
     # the saved query users run
     res = runner.invoke(app, ["query", "--saved", "nightly-regressions", "--store", store_url, "--format", "json"])
     assert res.exit_code == 0, res.output

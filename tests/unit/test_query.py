@@ -82,14 +82,14 @@ def test_saved_queries_cli_and_dataframe(swept):
     df = dataframe("crossover", store_url=swept, sweep="q-sweep")
     # the saved query gives, per K, the first measured concurrency whose speedup is below 1 (computed here from
     # the rows: the fake engine's wall-clock timing decides where that is on a loaded machine, not this test)
-    rated = [r for r in Store(swept).trial_results("q-sweep") if r["speedup"] is not None]
-    expected = {k: min((r["concurrency"] for r in rated if r["num_speculative_tokens"] == k and r["speedup"] < 1),
+    rated = [r for r in Store(swept).trial_results("q-sweep") if r.speedup is not None]
+    expected = {k: min((r.concurrency for r in rated if r.num_speculative_tokens == k and r.speedup < 1),
                        default=None) for k in (2, 3)}
     got = {int(r["k"]): None if pd.isna(r["crossover_concurrency"]) else int(r["crossover_concurrency"])
            for _, r in df.iterrows()}
     assert len(df) == 2 and got == expected, (got, expected)
     # the saved `pareto` query returns exactly the rows trial_results marks as on the front
-    front = {r["trial"] for r in Store(swept).trial_results("q-sweep") if r["on_pareto_front"]}
+    front = {r.trial for r in Store(swept).trial_results("q-sweep") if r.on_pareto_front}
     res = runner.invoke(app, ["query", "--saved", "pareto", "--store", swept, "-p", "sweep=q-sweep", "--format", "json"])
     assert res.exit_code == 0, res.output
     assert front and {r["trial"] for r in json.loads(res.output)} == front

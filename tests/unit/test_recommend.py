@@ -112,32 +112,32 @@ def test_recommend_and_verify_on_the_fake_backend(ray_session, write_spec, sqlit
 
     st = Store(sqlite_url)
     run_sweep(load_spec(write_spec(GRID)), st)
-    rows = {(r["num_speculative_tokens"], r["concurrency"]): r for r in st.trial_results("rec") if r["speedup"]}
+    rows = {(r.num_speculative_tokens, r.concurrency): r for r in st.trial_results("rec") if r.speedup}
     res = CliRunner().invoke(app, ["recommend", "rec", "--store", sqlite_url, "--verify"])
     assert res.exit_code == 0, res.output
-    (stored,) = st.recommendations(st.get_sweep("rec")["id"])
+    (stored,) = st.recommendations(st.get_sweep("rec").id)
     # the stored choices and schedule follow the rules from the stored rows
-    expected = [choose_k(c, [opt(k, rows[(k, c)]["speedup"], rows[(k, c)]["speedup_ci_low"],
-                                 rows[(k, c)]["speedup_ci_high"]) for k in (1, 4)]) for c in (1, 8)]
-    assert [(ev["concurrency"], ev["k"]) for ev in stored["evidence"]] == [(c.concurrency, c.k) for c in expected]
-    assert stored["schedule"] == format_schedule(schedule_from(expected))
-    assert stored["schedule"] in res.output and "--speculative-config" in res.output
-    config = stored["speculative_config"]
+    expected = [choose_k(c, [opt(k, rows[(k, c)].speedup, rows[(k, c)].speedup_ci_low,
+                                 rows[(k, c)].speedup_ci_high) for k in (1, 4)]) for c in (1, 8)]
+    assert [(ev["concurrency"], ev["k"]) for ev in stored.evidence] == [(c.concurrency, c.k) for c in expected]
+    assert stored.schedule == format_schedule(schedule_from(expected))
+    assert stored.schedule in res.output and "--speculative-config" in res.output
+    config = stored.speculative_config
     assert config["method"] == "ngram" and config["num_speculative_tokens_per_batch_size"][0][0] == 1
     assert config["prompt_lookup_max"] == 3  # the method's own settings travel with the schedule
     assert json.loads(res.output.split("--speculative-config '")[1].split("'")[0]) == config
     # --verify ran the schedule beside the best fixed K and the baseline at every measured concurrency
     verify = st.trial_results("rec-verify-ngram-smoke")
-    assert {(r["label"], r["concurrency"]) for r in verify} == {
+    assert {(r.label, r.concurrency) for r in verify} == {
         (m, c) for m in ("baseline", "ngram-fixed", "ngram-schedule") for c in (1, 8)}
-    assert all(r["state"] == "COMPLETE" for r in verify)
-    assert st.get_sweep("rec-verify-ngram-smoke")["spec"]["measurement"]["order"] == "rotated"  # paired by round
+    assert all(r.state == "COMPLETE" for r in verify)
+    assert st.get_sweep("rec-verify-ngram-smoke").spec["measurement"]["order"] == "rotated"  # paired by round
     # the engine followed the schedule: draft tokens per draft = the scheduled K at a steady batch
-    sched = parse_schedule(stored["schedule"])
+    sched = parse_schedule(stored.schedule)
     for r in verify:
-        if r["label"] == "ngram-schedule" and r["concurrency"] == 1 and k_at(sched, 1) > 0:
-            (m, *_) = st.measurements(r["trial_id"])
-            assert m["num_draft_tokens"] == k_at(sched, 1) * m["num_drafts"]
+        if r.label == "ngram-schedule" and r.concurrency == 1 and k_at(sched, 1) > 0:
+            (m, *_) = st.measurements(r.trial_id)
+            assert m.num_draft_tokens == k_at(sched, 1) * m.num_drafts
 
 
 def test_verify_runs_every_recommended_label(ray_session, write_spec, sqlite_url):
@@ -168,13 +168,13 @@ measurement: {repeats: 3, warmup_requests: 0, noisy_cv: 5.0, order: blocked}
     run_sweep(load_spec(write_spec(grid)), st)
     res = CliRunner().invoke(app, ["recommend", "rec2", "--store", sqlite_url, "--verify", "--repeats", "2"])
     assert res.exit_code == 0, res.output
-    recs = st.recommendations(st.get_sweep("rec2")["id"])
-    assert sorted(r["method_label"] for r in recs) == ["lookup2", "ngram"]
-    assert all(r["speculative_config"] for r in recs), recs  # both have something to verify
+    recs = st.recommendations(st.get_sweep("rec2").id)
+    assert sorted(r.method_label for r in recs) == ["lookup2", "ngram"]
+    assert all(r.speculative_config for r in recs), recs  # both have something to verify
     for label in ("ngram", "lookup2"):
         verify = st.trial_results(f"rec2-verify-{label}-smoke")
-        assert {r["label"] for r in verify} == {"baseline", f"{label}-fixed", f"{label}-schedule"}, label
-        assert all(r["state"] == "COMPLETE" for r in verify)
+        assert {r.label for r in verify} == {"baseline", f"{label}-fixed", f"{label}-schedule"}, label
+        assert all(r.state == "COMPLETE" for r in verify)
 
 
 def test_a_k0_band_of_an_eagle3_schedule_says_what_it_still_costs():

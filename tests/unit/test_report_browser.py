@@ -66,7 +66,7 @@ def _report(url, out, *args):
 
 
 def _cell_speedup(r) -> str:
-    return f"{r['speedup']:.2f} [{r['speedup_ci_low']:.2f}-{r['speedup_ci_high']:.2f}]"
+    return f"{r.speedup:.2f} [{r.speedup_ci_low:.2f}-{r.speedup_ci_high:.2f}]"
 
 
 def test_report_in_a_real_browser_matches_the_store(swept, chromium, tmp_path):
@@ -87,43 +87,43 @@ def test_report_in_a_real_browser_matches_the_store(swept, chromium, tmp_path):
     assert len(v["plots"]) == 8 and all(n >= 1 for n in v["plots"]), v["plots"]
 
     rows = Store(url).trial_results("rep-a")
-    by_trial = {str(r["trial"]): r for r in rows}
+    by_trial = {str(r.trial): r for r in rows}
     # the table: every stored trial once, the speedup cell as stored, flagged rows marked
     assert sorted(t["trial"] for t in v["table"]) == sorted(by_trial)
     for t in v["table"]:
         r = by_trial[t["trial"]]
-        assert t["cells"]["label"] == r["label"] and t["cells"]["concurrency"] == str(r["concurrency"])
-        if r["speedup"] is not None:
+        assert t["cells"]["label"] == r.label and t["cells"]["concurrency"] == str(r.concurrency)
+        if r.speedup is not None:
             assert t["cells"]["speedup"] == _cell_speedup(r)
-        assert ("flagged" in t["cls"]) == bool(r["flags"])
-        assert t["cells"]["flags"] == (f"⚑ {r['flags'].replace(',', ', ')}" if r["flags"] else "-")
-    assert {bool(r["flags"]) for r in rows} == {True, False}
+        assert ("flagged" in t["cls"]) == bool(r.flags)
+        assert t["cells"]["flags"] == (f"⚑ {r.flags.replace(',', ', ')}" if r.flags else "-")
+    assert {bool(r.flags) for r in rows} == {True, False}
     assert v["sorted"] == sorted(v["sorted"], key=float, reverse=True)  # clicking a header sorts by value
 
     # the verdict: every load point spoken for, each clause naming a stored row with its stored figures, and a
     # kind that follows from the intervals of the rows at that load point
     (li,) = v["clauses"]
     assert li["dataset"] == "smoke"
-    rated = [r for r in rows if r["speedup"] is not None]
+    rated = [r for r in rows if r.speedup is not None]
     covered = []
     for span in li["spans"]:
         concs = [int(c) for c in span["concurrency"].split()]
         covered += concs
         named = by_trial[span["trials"].split()[0]]
-        at = [r for r in rated if r["concurrency"] == concs[0]]
+        at = [r for r in rated if r.concurrency == concs[0]]
         if span["kind"] == "faster":
-            assert named["speedup_ci_low"] > 1.0
-            assert named["speedup"] == max(r["speedup"] for r in at if r["speedup_ci_low"] > 1.0)
-            assert f"{named['speedup']:.2f}× [{named['speedup_ci_low']:.2f}–{named['speedup_ci_high']:.2f}] faster" \
+            assert named.speedup_ci_low > 1.0
+            assert named.speedup == max(r.speedup for r in at if r.speedup_ci_low > 1.0)
+            assert f"{named.speedup:.2f}× [{named.speedup_ci_low:.2f}–{named.speedup_ci_high:.2f}] faster" \
                    in span["text"]
-            assert f"{named['label']} K={named['num_speculative_tokens']}" in span["text"]
-            assert ("flagged lossy?" in span["text"]) == ("lossy?" in (named["flags"] or "")), span
+            assert f"{named.label} K={named.num_speculative_tokens}" in span["text"]
+            assert ("flagged lossy?" in span["text"]) == ("lossy?" in (named.flags or "")), span
         elif span["kind"] == "slower":
-            assert all(r["speedup_ci_high"] < 1.0 for c in concs for r in rated if r["concurrency"] == c)
+            assert all(r.speedup_ci_high < 1.0 for c in concs for r in rated if r.concurrency == c)
             assert "every method is slower" in span["text"]
         else:
             assert span["kind"] == "unclear" and "no method is clearly" in span["text"]
-    assert sorted(covered) == sorted({r["concurrency"] for r in rated})
+    assert sorted(covered) == sorted({r.concurrency for r in rated})
     kinds = {s["kind"] for s in li["spans"]}
     # built so that K=2 wins at concurrency 1 and nothing wins at 8; with 2 repeats (Student t, 1 degree of
     # freedom) a loaded CI machine can widen either interval past 1.0, and the page must then say "unclear" —
@@ -132,10 +132,10 @@ def test_report_in_a_real_browser_matches_the_store(swept, chromium, tmp_path):
     assert kinds and kinds <= {"faster", "slower", "unclear"}, li
 
     # the context block: hardware, versions, dtype, workload, measurement, spec hash and commit, from the store
-    env = Store(url).environment(rows[0]["environment_id"])
+    env = Store(url).environment(rows[0].environment_id)
     sweep = Store(url).get_sweep("rep-a")
-    for expected in (env["cpu_model"], env["vllm_version"], env["torch_version"], env["dtype"], sweep["spec_hash"],
-                     env["specsweep_commit"] or "-", "max output tokens", "16", "repeats", "student t"):
+    for expected in (env.cpu_model, env.vllm_version, env.torch_version, env.dtype, sweep.spec_hash,
+                     env.fact("specsweep_commit") or "-", "max output tokens", "16", "repeats", "student t"):
         assert str(expected) in v["context"], expected
     assert v["banner"] is None  # one environment
 
@@ -160,8 +160,8 @@ def test_compare_two_sweeps_side_by_side_and_refuse_other_fingerprints(swept, ch
     seen = open_page(tmp_path / "report.html", expressions=read, binary=chromium)
     assert seen.errors == [], seen.errors
     n_rows, va, vb, svgs = (seen.values[e] for e in read)
-    shared = {r["point_key"] for r in Store(url).trial_results("rep-a")} & {
-        r["point_key"] for r in Store(url).trial_results("rep-b")}
+    shared = {r.point_key for r in Store(url).trial_results("rep-a")} & {
+        r.point_key for r in Store(url).trial_results("rep-b")}
     assert n_rows == len(shared) == 6 and svgs >= 4
     assert va.startswith("Verdict") and "smoke:" in va and "smoke:" in vb
     # ngram rows of rep-mixed ran in another environment: refused unless the field is allowed
@@ -218,4 +218,4 @@ def test_open_loop_and_capacity_figures_draw(ray_session, chromium, tmp_path):
     caps = st.capacity_results("rep-capacity")
     assert len(lines) == len(caps) == 2
     for c, line in zip(caps, lines):
-        assert line.startswith(c["label"]) and (c["max_rate_within_slo"] is None or f"{c['max_rate_within_slo']:g}" in line)
+        assert line.startswith(c.label) and (c.max_rate_within_slo is None or f"{c.max_rate_within_slo:g}" in line)

@@ -4,24 +4,35 @@ measured concurrencies as ticks, and say when no interval exists."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from orchestrator.report.content import ReportContext, ReportData, Verdict, verdicts
 from orchestrator.report.figures import NO_INTERVAL_NOTE, build_figures
+from orchestrator.store import CrossoverRow, RequestAcceptanceRow, TrialResult
+from tests.records import record
 
 _trial = iter(range(10_000))
 
 
+_record = record
+
+
 def row(label, k, conc, speedup, lo=None, hi=None, dataset="smoke", flags=None, **extra):
-    r = {"trial": next(_trial), "label": label, "method": label, "num_speculative_tokens": k, "concurrency": conc,
-         "dataset": dataset, "speedup": speedup, "speedup_ci_low": lo, "speedup_ci_high": hi, "state": "COMPLETE",
-         "flags": flags, "role": "search", "max_num_seqs": None, "max_num_batched_tokens": None,
+    trial = next(_trial)
+    r = {"trial": trial, "trial_id": trial, "label": label, "method": label, "num_speculative_tokens": k,
+         "concurrency": conc, "dataset": dataset, "speedup": speedup, "speedup_ci_low": lo, "speedup_ci_high": hi,
+         "state": "COMPLETE", "flags": flags, "role": "search", "max_num_seqs": None, "max_num_batched_tokens": None,
          "output_tok_s": 100.0 * (speedup or 1), "tpot_ms_p99": 10.0 / (speedup or 1), "acceptance_length": 2.0,
          "acceptance_per_pos": json.dumps([0.8, 0.5]), "backend": "fake"}
     r.update(extra)
-    return r
+    return _record(TrialResult, **r)
+
+
+def request(trial_id, request_al):
+    return _record(RequestAcceptanceRow, trial_id=trial_id, request_al=request_al)
 
 
 def baseline(conc, dataset="smoke"):
@@ -34,7 +45,7 @@ def test_faster_names_the_fastest_configuration_whose_interval_is_above_one():
             row("eagle3", 3, 1, 1.22, 1.10, 1.29), row("eagle3", 5, 1, 1.15, 1.05, 1.25), baseline(1)]
     (v,) = verdicts(rows)
     (c,) = v.clauses
-    assert (c.kind, c.label, c.trial) == ("faster", "eagle3 K=3", rows[1]["trial"])
+    assert (c.kind, c.label, c.trial) == ("faster", "eagle3 K=3", rows[1].trial)
     assert v.sentence() == "smoke: At concurrency 1 eagle3 K=3 is 1.22× [1.10–1.29] faster than no speculation."
 
 
@@ -84,7 +95,7 @@ def test_failed_rows_and_baselines_do_not_enter_the_verdict():
 def _data(rows, crossover=()):
     ctx = ReportContext(sweep="s", store="sqlite://", spec_path=None, spec_hash=None, commits=(), backends=("fake",),
                         environments=(), environment_differences=(), workload=(), measurement=())
-    done = [r for r in rows if r["state"] == "COMPLETE"]
+    done = [r for r in rows if r.state == "COMPLETE"]
     return ReportData(sweep="s", rows=rows, completed=done, verdicts=verdicts(rows), context=ctx,
                       crossover=list(crossover))
 
@@ -101,8 +112,7 @@ def grid_figures(tmp_path_factory):
             for c, s in ((1, 1.4), (2, 1.1), (4, 0.9), (8, 0.7))]
     rows += [row("e", 3, 8, 0.5, 0.4, 0.6, dataset="other", output_tok_s=300, tpot_ms_p99=45)]  # ... but this one
     rows += [row("n", 2, c, s) for c, s in ((1, 1.2), (4, 1.05))] + [baseline(c) for c in (1, 2, 4, 8)]
-    cross = [{"label": "e", "num_speculative_tokens": 3, "dataset": "smoke", "crossover_concurrency": 4,
-              "max_num_seqs": None, "max_num_batched_tokens": None}]
+    cross = [_record(CrossoverRow, label="e", num_speculative_tokens=3, dataset="smoke", crossover_concurrency=4)]
     out = tmp_path_factory.mktemp("figs")
     return build_figures(_data(rows, cross), out), out
 
@@ -159,13 +169,11 @@ def test_where_the_time_goes_per_token_request_al_and_al_by_position(tmp_path):
                 **dict(split, verify_ms_per_step=30.0)),
             row("e", 3, 8, 0.7, 0.6, 0.8, al_by_position=json.dumps([1.8, 1.0])),  # not timed: no bar
             row("n", 2, 1, 1.0, 0.9, 1.1),
-            dict(baseline(1), tokens_per_engine_step=1.0, verify_ms_per_step=15.0, drafter_ms_per_step=0.0,
-                 other_ms_per_step=5.0)]
-    for r in rows:
-        r["trial_id"] = r["trial"]  # as trial_results has it
+            dataclasses.replace(baseline(1), tokens_per_engine_step=1.0, verify_ms_per_step=15.0,
+                                drafter_ms_per_step=0.0, other_ms_per_step=5.0)]
     data = _data(rows)
-    data.requests = [{"trial_id": rows[0]["trial"], "request_al": a} for a in (1.0, 1.5, 2.25, 3.0)]
-    data.requests += [{"trial_id": rows[3]["trial"], "request_al": 1.25}, {"trial_id": -1, "request_al": 2.0}]
+    data.requests = [request(rows[0].trial, a) for a in (1.0, 1.5, 2.25, 3.0)]
+    data.requests += [request(rows[3].trial, 1.25), request(-1, 2.0)]
     figs = build_figures(data, tmp_path)
     t = _fig(figs, "time_per_token")
     bars = {tr["name"]: dict(zip(tr["x"], tr["y"])) for tr in t["data"]}
@@ -185,6 +193,6 @@ def test_where_the_time_goes_per_token_request_al_and_al_by_position(tmp_path):
 
 def test_figure_medians_of_an_even_count_are_the_mean_of_the_middle_two():
     # as the store's medians are (statistics.median): two load points 1.0 and 2.0 give 1.5, not the upper 2.0
-    from orchestrator.report.figures import _median_by_index
+    from orchestrator.report.plotting import _median_by_index
 
     assert _median_by_index([[1.0, 4.0], [2.0, 2.0], [None, 3.0]]) == [1.5, 3.0]

@@ -11,15 +11,17 @@ import sqlalchemy as sa
 from orchestrator.errors import StoreError
 from orchestrator.records import (METRIC_COLUMNS, CompletedTrial, RequestOutput, TrialSummary, WindowMetrics,
                                   WindowResult)
-from orchestrator.store import Store, display_url, normalize_url
+from orchestrator.states import TrialRole
+from orchestrator.store import NewTrial, Store, display_url, normalize_url
 
 
 def _trial_row(label="ngram", k=3, conc=1):
     params = {"method": label, "concurrency": conc}
-    return {"method_label": label, "method": label, "backend": "fake", "num_speculative_tokens": k, "dataset": "smoke",
-            "params": params, "point_key": str(sorted(params.items())),
-            "method_params": {"num_speculative_tokens": k}, "concurrency": conc, "engine_config": {"x": 1},
-            "engine_config_hash": "abc", "model": "m", "model_path": "/m", "drafter": None}
+    return NewTrial(method_label=label, method=label, backend="fake", num_speculative_tokens=k, dataset="smoke",
+                    params=params, point_key=str(sorted(params.items())), role=TrialRole.SEARCH,
+                    method_params={"num_speculative_tokens": k}, concurrency=conc, request_rate=None,
+                    chat_template_kwargs={}, max_num_seqs=None, max_num_batched_tokens=None, engine_config={"x": 1},
+                    engine_config_hash="abc", model="m", model_path="/m", drafter=None)
 
 
 def _window(v, outputs=()):
@@ -37,7 +39,7 @@ def test_round_trip(store_url):
     st = Store(store_url)
     sid = st.create_sweep("s1", "h" * 64, {"name": "s1"}, "spec.yaml")
     ids = st.add_trials(sid, [_trial_row(conc=1), _trial_row(conc=4)])
-    assert [t["state"] for t in st.trials(sid)] == ["PENDING", "PENDING"]
+    assert [t.state for t in st.trials(sid)] == ["PENDING", "PENDING"]
     env = st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}})
     assert st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}}) == env
     st.mark_running(ids[0], env, 12.5)
@@ -48,14 +50,14 @@ def test_round_trip(store_url):
     st.fail_trials([ids[1]], "engine failed to start: boom")
 
     rows = st.trial_results("s1")
-    assert [r["state"] for r in rows] == ["COMPLETE", "FAIL"]
+    assert [r.state for r in rows] == ["COMPLETE", "FAIL"]
     r0, r1 = rows
-    assert r0["output_tok_s"] == 7.0 and r0["repeats"] == 2 and r0["hostname"] == "h" and r0["vllm_version"] == "0.32.0"
-    assert r0["engine_start_s"] == 12.5 and r0["backend"] == "fake" and r0["num_speculative_tokens"] == 3
-    assert r1["error"] == "engine failed to start: boom" and r1["output_tok_s"] is None
-    assert [m["output_tok_s"] for m in st.measurements(ids[0])] == [5.0, 9.0]
+    assert r0.output_tok_s == 7.0 and r0.repeats == 2 and r0.hostname == "h" and r0.vllm_version == "0.32.0"
+    assert r0.engine_start_s == 12.5 and r0.backend == "fake" and r0.num_speculative_tokens == 3
+    assert r1.error == "engine failed to start: boom" and r1.output_tok_s is None
+    assert [m.output_tok_s for m in st.measurements(ids[0])] == [5.0, 9.0]
     (o,) = st.request_outputs(ids[0])
-    assert o["output_text"] == "héllo" and o["output_token_ids"] == [1, 2, 3]
+    assert o.output_text == "héllo" and o.output_token_ids == [1, 2, 3]
 
 
 def test_per_request_acceptance_and_the_decomposition_round_trip(store_url):
@@ -81,12 +83,12 @@ def test_per_request_acceptance_and_the_decomposition_round_trip(store_url):
     st.save_comparison(tid, Comparison(baseline_trial_id=tid, confidence=0.95, speedup=1.2, step_cost_ratio=1.5,
                                        predicted_speedup=4 / 3, identity_residual=-0.1))
     (r,) = st.trial_results("s-dec")
-    assert r["decode_step_ms"] == 2.0 and r["verify_ms_per_step"] == 2.0 and r["request_al_p90"] == 2.0
+    assert r.decode_step_ms == 2.0 and r.verify_ms_per_step == 2.0 and r.request_al_p90 == 2.0
     as_json = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731  (views: text on SQLite)
-    assert as_json(r["al_by_position"]) == [2.5, None] and r["tps_var_share_acceptance"] == 0.7
-    assert (r["step_cost_ratio"], r["identity_residual"]) == (1.5, -0.1)
+    assert as_json(r.al_by_position) == [2.5, None] and r.tps_var_share_acceptance == 0.7
+    assert (r.step_cost_ratio, r.identity_residual) == (1.5, -0.1)
     (m,) = st.measurements(tid)
-    assert m["engine_steps"] == 40 and m["position_acceptance"] == [[4, 6]]
+    assert m.engine_steps == 40 and m.position_acceptance == [[4, 6]]
     with st.engine.connect() as c:
         (q,) = c.execute(sa.text("SELECT * FROM request_acceptance WHERE sweep = 's-dec'")).mappings().all()
     assert q["request_al"] == pytest.approx(2.5) and as_json(q["spec_accept_histogram"]) == [1, 1, 1, 1]
@@ -112,10 +114,10 @@ def test_complete_trial_is_atomic(store_url):
     # a broken window makes the write fail half-way: a value no database can store
     bad = WindowResult(metrics=dataclasses.replace(bad.metrics, output_tokens=object()), outputs=[])
     summary = dict({c: 1.0 for c in METRIC_COLUMNS}, acceptance_per_pos=[], repeats=2, failed_requests=0)
-    with pytest.raises(sa.exc.SQLAlchemyError):
+    with pytest.raises(StoreError, match="completing trial row"):  # the driver's error, named as the store's
         st.complete_trial(tid, _completed([_window(1.0), bad], summary))
     assert st.measurements(tid) == []  # the first repeat's insert was rolled back
-    assert st.trials(sid)[0]["state"] == "PENDING"
+    assert st.trials(sid)[0].state == "PENDING"
 
 
 def test_schema_coexists_with_optuna(store_url):

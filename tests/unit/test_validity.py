@@ -149,24 +149,24 @@ def test_paired_baselines_rotation_speedup_and_crossover(ray_session, write_spec
     out = run_sweep(load_spec(write_spec(SPEC.replace("step_seconds: 0.002", "step_seconds: 0.01"))), st)
     assert (out.completed, out.baselines, out.failed) == (2, 2, 0)
     rows = st.trial_results("validity")
-    base = {r["concurrency"]: r for r in rows if r["role"] == "paired_baseline"}
-    spec = {r["concurrency"]: r for r in rows if r["role"] == "search"}
-    assert {r["method"] for r in base.values()} == {"baseline"} and set(base) == set(spec) == {1, 6}
+    base = {r.concurrency: r for r in rows if r.role == "paired_baseline"}
+    spec = {r.concurrency: r for r in rows if r.role == "search"}
+    assert {r.method for r in base.values()} == {"baseline"} and set(base) == set(spec) == {1, 6}
     for c, r in spec.items():
         b = base[c]
-        assert r["baseline_trial_id"] == b["trial_id"] and b["optuna_trial_number"] is None  # never told to Optuna
-        assert math.isclose(r["speedup"], r["output_tok_s"] / b["output_tok_s"], rel_tol=1e-9)
-        assert r["speedup_ci_low"] < r["speedup_ci_high"] and "student t" in r["speedup_ci_method"]
-        assert math.isclose(r["tpot_ratio"], r["tpot_ms_p50"] / b["tpot_ms_p50"], rel_tol=1e-9)
-        assert r["greedy_match_rate"] == 1.0 and r["common_prefix_frac"] == 1.0  # the fake is lossless
-        assert r["repeats"] == 3 and r["output_tok_s_cv"] is not None and r["engine_memory_mb"] > 0
-        assert r["memory_kind"] == "rss" and "lossy?" not in (r["flags"] or "")
+        assert r.baseline_trial_id == b.trial_id and b.optuna_trial_number is None  # never told to Optuna
+        assert math.isclose(r.speedup, r.output_tok_s / b.output_tok_s, rel_tol=1e-9)
+        assert r.speedup_ci_low < r.speedup_ci_high and "student t" in r.speedup_ci_method
+        assert math.isclose(r.tpot_ratio, r.tpot_ms_p50 / b.tpot_ms_p50, rel_tol=1e-9)
+        assert r.greedy_match_rate == 1.0 and r.common_prefix_frac == 1.0  # the fake is lossless
+        assert r.repeats == 3 and r.output_tok_s_cv is not None and r.engine_memory_mb > 0
+        assert r.memory_kind == "rss" and "lossy?" not in (r.flags or "")
     # verification cost grows with the batch: a win at 1, a loss at 6, and the crossover says so
-    assert spec[1]["speedup"] > 1.0 > spec[6]["speedup"]
+    assert spec[1].speedup > 1.0 > spec[6].speedup
     (cross,) = st.crossover("validity")
-    assert cross["crossover_concurrency"] == 6 and cross["min_concurrency"] == 1
+    assert cross.crossover_concurrency == 6 and cross.min_concurrency == 1
     # rotated order: repeat r of every trial was measured before any repeat r+1
-    starts = {r["trial_id"]: [m["started_at"] for m in st.measurements(r["trial_id"])] for r in rows}
+    starts = {r.trial_id: [m.started_at for m in st.measurements(r.trial_id)] for r in rows}
     for rep in range(2):
         assert max(s[rep] for s in starts.values()) < min(s[rep + 1] for s in starts.values())
     assert out.engine_starts == 2 + 1 + 1  # one engine per config and round, the warm one reused first
@@ -180,10 +180,10 @@ def test_injected_faults_raise_flags(ray_session, write_spec, sqlite_url):
     for name, (old, new, flag) in cases.items():
         text = ONE_POINT.replace(old, new).replace("name: validity", f"name: {name}")
         run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
-        (r,) = [r for r in st.trial_results(name) if r["method"] == "ngram"]
-        assert flag in r["flags"].split(","), (name, r["flags"])
-        (b,) = [r for r in st.trial_results(name) if r["method"] == "baseline"]
-        assert not b["flags"]  # the baseline itself is fine
+        (r,) = [r for r in st.trial_results(name) if r.method == "ngram"]
+        assert flag in r.flags.split(","), (name, r.flags)
+        (b,) = [r for r in st.trial_results(name) if r.method == "baseline"]
+        assert not b.flags  # the baseline itself is fine
     res = CliRunner().invoke(app, ["results", "collapse", "--store", sqlite_url])
     assert res.exit_code == 0 and "acceptance_collapse" in res.output
 
@@ -199,9 +199,9 @@ def test_compare_refuses_different_fingerprints(ray_session, write_spec, sqlite_
     rows = {(r["label"], r["concurrency"]): r for r in json.loads(res.output)}
     assert set(rows) == {("baseline", 2), ("ngram", 2)}
     for (label, conc), r in rows.items():  # B / A of the stored medians, row by row
-        (a,) = [x for x in st.trial_results("night1") if x["label"] == label and x["concurrency"] == conc]
-        (b,) = [x for x in st.trial_results("night2") if x["label"] == label and x["concurrency"] == conc]
-        assert math.isclose(r["output_tok_s_ratio"], b["output_tok_s"] / a["output_tok_s"], rel_tol=1e-6), r
+        (a,) = [x for x in st.trial_results("night1") if x.label == label and x.concurrency == conc]
+        (b,) = [x for x in st.trial_results("night2") if x.label == label and x.concurrency == conc]
+        assert math.isclose(r["output_tok_s_ratio"], b.output_tok_s / a.output_tok_s, rel_tol=1e-6), r
     res = runner.invoke(app, ["compare", "night1", "other", "--store", sqlite_url])
     assert res.exit_code == 2 and "workload_hash" in res.output and "--allow-mismatch" in res.output
     res = runner.invoke(app, ["compare", "night1", "other", "--store", sqlite_url, "--allow-mismatch", "workload_hash"])
@@ -214,11 +214,11 @@ def test_outputs_that_differ_from_the_baseline_are_flagged_lossy(ray_session, wr
     for name, fault in (("honest", "none"), ("lossy", "diverge")):
         text = with_fake(ONE_POINT, f"output_fault: {fault}").replace("name: validity", f"name: {name}")
         run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
-    (ok,) = [r for r in st.trial_results("honest") if r["method"] == "ngram"]
-    (bad,) = [r for r in st.trial_results("lossy") if r["method"] == "ngram"]
-    assert ok["greedy_match_rate"] == 1.0 and "lossy?" not in (ok["flags"] or "")
-    assert bad["greedy_match_rate"] == 0.0 and 0 < bad["common_prefix_frac"] < 0.2, bad  # only the first token agrees
-    assert "lossy?" in (bad["flags"] or "").split(","), bad["flags"]
+    (ok,) = [r for r in st.trial_results("honest") if r.method == "ngram"]
+    (bad,) = [r for r in st.trial_results("lossy") if r.method == "ngram"]
+    assert ok.greedy_match_rate == 1.0 and "lossy?" not in (ok.flags or "")
+    assert bad.greedy_match_rate == 0.0 and 0 < bad.common_prefix_frac < 0.2, bad  # only the first token agrees
+    assert "lossy?" in (bad.flags or "").split(","), bad.flags
     res = CliRunner().invoke(app, ["query", "--saved", "flagged", "--store", sqlite_url, "-p", "sweep=lossy",
                                    "--format", "json"])
     assert res.exit_code == 0, res.output
@@ -234,15 +234,15 @@ def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spe
     for name, fault in (("t-honest", "none"), ("t-shift", "diverge")):
         text = with_fake(sampled, f"output_fault: {fault}").replace("name: validity", f"name: {name}")
         run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
-    (ok,) = [r for r in st.trial_results("t-honest") if r["method"] == "ngram"]
-    (bad,) = [r for r in st.trial_results("t-shift") if r["method"] == "ngram"]
+    (ok,) = [r for r in st.trial_results("t-honest") if r.method == "ngram"]
+    (bad,) = [r for r in st.trial_results("t-shift") if r.method == "ngram"]
     tests = {}
     for name, r in (("ok", ok), ("bad", bad)):
-        assert r["greedy_match_rate"] is None  # sampled outputs are never compared token by token
-        tests[name] = st.comparison(r["trial_id"])["distribution_test"]
+        assert r.greedy_match_rate is None  # sampled outputs are never compared token by token
+        tests[name] = st.comparison(r.trial_id).distribution_test
         assert tests[name]["n_spec"] == tests[name]["n_baseline"] == 32, tests[name]
-    assert tests["ok"]["p_value"] > 0.01 and "distribution_shift?" not in (ok["flags"] or ""), tests["ok"]
-    assert tests["bad"]["p_value"] < 1e-6 and "distribution_shift?" in (bad["flags"] or "").split(","), tests["bad"]
+    assert tests["ok"]["p_value"] > 0.01 and "distribution_shift?" not in (ok.flags or ""), tests.ok
+    assert tests["bad"]["p_value"] < 1e-6 and "distribution_shift?" in (bad.flags or "").split(","), tests["bad"]
 
 
 def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_spec, sqlite_url):
@@ -250,10 +250,10 @@ def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_
     text = with_fake(ONE_POINT, "fail_start_methods: [baseline]")
     out = run_sweep(load_spec(write_spec(text)), st)
     assert out.completed == 1 and out.failed == 1
-    (r,) = [r for r in st.trial_results("validity") if r["method"] == "ngram"]
-    (b,) = [r for r in st.trial_results("validity") if r["method"] == "baseline"]
-    assert b["state"] == "FAIL" and r["state"] == "COMPLETE" and r["baseline_trial_id"] == b["trial_id"]
-    assert r["speedup"] is None and "baseline_failed" in (r["flags"] or "").split(","), r
+    (r,) = [r for r in st.trial_results("validity") if r.method == "ngram"]
+    (b,) = [r for r in st.trial_results("validity") if r.method == "baseline"]
+    assert b.state == "FAIL" and r.state == "COMPLETE" and r.baseline_trial_id == b.trial_id
+    assert r.speedup is None and "baseline_failed" in (r.flags or "").split(","), r
 
 
 def test_cuda_version_is_read_without_importing_torch(tmp_path, monkeypatch):
@@ -282,9 +282,9 @@ def test_a_baseline_from_another_environment_gives_no_speedup_unless_allowed(ray
     run_sweep(load_spec(write_spec(one.replace("name: validity", "name: strict"), "strict.yaml")), st)
     allowed = one.replace("name: validity", "name: allowed").replace("warmup_requests: 0", "warmup_requests: 0, allow_mismatch: [attention_backend]")
     run_sweep(load_spec(write_spec(allowed, "allowed.yaml")), st)
-    (strict,) = [r for r in st.trial_results("strict") if r["method"] == "ngram"]
-    (ok,) = [r for r in st.trial_results("allowed") if r["method"] == "ngram"]
-    assert strict["speedup"] is None and "fingerprint_mismatch" in strict["flags"].split(","), strict
-    assert strict["baseline_trial_id"] is not None and "attention_backend" in str(strict["fingerprint_diff"]), strict
-    assert ok["speedup"] is not None and "fingerprint_mismatch" not in (ok["flags"] or ""), ok
-    assert ok["greedy_match_rate"] == 1.0
+    (strict,) = [r for r in st.trial_results("strict") if r.method == "ngram"]
+    (ok,) = [r for r in st.trial_results("allowed") if r.method == "ngram"]
+    assert strict.speedup is None and "fingerprint_mismatch" in strict.flags.split(","), strict
+    assert strict.baseline_trial_id is not None and "attention_backend" in str(strict.fingerprint_diff), strict
+    assert ok.speedup is not None and "fingerprint_mismatch" not in (ok.flags or ""), ok
+    assert ok.greedy_match_rate == 1.0

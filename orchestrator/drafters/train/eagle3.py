@@ -96,6 +96,7 @@ class Eagle3Drafter(nn.Module):
                 diag_k.append(k.transpose(1, 2))
                 diag_v.append(v.transpose(1, 2))
             scale = 1.0 / math.sqrt(self.d)
+            assert k1 is not None and v1 is not None  # set at s == 0
             s1 = (qh @ k1.transpose(-1, -2)) * scale
             s1 = s1.masked_fill(~mask1, float("-inf"))
             sd = [((qh * dk).sum(-1, keepdim=True) * scale) for dk in diag_k]

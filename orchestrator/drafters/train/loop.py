@@ -57,13 +57,7 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
     """Train `model` for `s.steps` steps (resuming from `checkpoint` when it belongs to these settings), or
     for the steps that fit in `seconds` when that is fewer."""
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr, weight_decay=0.0)
-    step, history, plan = 0, [], None
-    if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
-        if state.get("key") == s.key():
-            model.load_state_dict(state["model"], strict=False)
-            opt.load_state_dict(state["opt"])
-            step, history, plan = state["step"], state["history"], state.get("plan")
+    step, history, plan = _resume(s, model, opt, checkpoint)
     t0 = clock()
     stopped_early = False
     resumed_from = step
@@ -73,6 +67,7 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
 
     def replan(per_step: float, at_least: int) -> None:
         nonlocal plan, last_plan, shown
+        assert seconds is not None  # replanned only under a time budget
         plan = plan_steps(step, s.steps, seconds - (clock() - t0), per_step, at_least)
         last_plan = (step, clock())
         if plan != shown and (plan == s.steps or abs(plan - shown) >= 0.05 * s.steps):
@@ -91,7 +86,7 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
         if seconds is not None and plan is None:
             if step == resumed_from + 1:
                 probe_t0 = clock()
-            elif step == resumed_from + PROBE_STEPS:
+            elif step == resumed_from + PROBE_STEPS and probe_t0 is not None:
                 replan((clock() - probe_t0) / (PROBE_STEPS - 1), at_least=1)
         g = torch.Generator().manual_seed(s.seed * 1_000_003 + step)
         idx = torch.randperm(n_examples, generator=g)[: s.batch_size].tolist()
@@ -107,10 +102,8 @@ def run_training(s, model: torch.nn.Module, checkpoint: Path, n_examples: int, s
         history.append({"step": step, "losses": losses, "accuracy": accs})
         progress("training", step, plan or s.steps, note)
         if step % CHECKPOINT_EVERY == 0 or step == (plan or s.steps):
-            tmp = checkpoint.with_suffix(".part")
-            torch.save({"key": s.key(), "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
-                        "history": history, "plan": plan}, tmp)
-            tmp.replace(checkpoint)
+            _save(checkpoint, {"key": s.key(), "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
+                               "history": history, "plan": plan})
     return {"steps_done": step, "stopped_early": stopped_early, "seconds": clock() - t0,
             "history": history, "resumed_from_step": resumed_from, "planned_steps": plan or s.steps}
 
@@ -122,3 +115,22 @@ def tail_means(history: list[dict], key: str, n: int, last: int = 20) -> list[fl
         vals = [h[key][k] for h in history[-last:] if k < len(h[key]) and not math.isnan(h[key][k])]
         out.append(sum(vals) / len(vals) if vals else None)
     return out
+
+
+def _resume(s, model: torch.nn.Module, opt: torch.optim.Optimizer, checkpoint: Path) -> tuple[int, list, int | None]:
+    """(step, history, plan) of the checkpoint when it belongs to these settings (model and optimizer loaded),
+    else a fresh start."""
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        if state.get("key") == s.key():
+            model.load_state_dict(state["model"], strict=False)
+            opt.load_state_dict(state["opt"])
+            return state["step"], state["history"], state.get("plan")
+    return 0, [], None
+
+
+def _save(checkpoint: Path, state: dict) -> None:
+    """Write a checkpoint atomically (a crash mid-write leaves the previous one)."""
+    tmp = checkpoint.with_suffix(".part")
+    torch.save(state, tmp)
+    tmp.replace(checkpoint)

@@ -14,137 +14,13 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Mapping
 
-from ...engines.dtype import DtypeChoice, resolve_dtype
-from ...environment import cpu_flags, isa_cap
 from ...paths import cache_dir
 
 from ..trained import METHODS, record_trained
-from .budget import DEFAULT_BUDGET_MINUTES, Budget, more_time
-
-if TYPE_CHECKING:  # dflash_train imports torch: only the training path loads it
-    from .dflash_train import DFlashRecipe
-# Training steps (batches of 8) when --steps is not given. EAGLE-3: data + 400 steps took 13-17 min on two
-# 2-core AMD EPYCs. DFlash reuses the data (training only): 640 steps of ~0.75 s, because its smoke AL rose
-# from 1.47 at 400 steps to 1.51 at 640 (benchmarks/dflash_ablation.py); `make demo-drafters` from an empty
-# cache then took 31.9 min on the slower of the two machines (README, "First time, from nothing").
-# xPress trains only its refiner head over the cached DFlash drafter (backbone frozen): steps of 8 responses x 24
-# blocks at K = 3 and 7 each (drafters/train/xpress_train.py).
-DEFAULT_STEPS = {"eagle3": 400, "dflash": 640, "xpress": 500}
-# Peak learning rates (AdamW, warm-up then cosine): DFlash's context path trains faster at 3e-3
-# (benchmarks/dflash_ablation.py); EAGLE-3 keeps the rate its figures were measured with.
-# xPress: 3e-3 over 1e-3 lifted the head's held-out accepted length at 2 passes from 1.050x to 1.082x the bare
-# drafter's at 250 steps (docs/results/2026-12-07-xpress-demo.md, "The learning rate").
-DEFAULT_LR = {"eagle3": 1e-3, "dflash": 3e-3, "xpress": 3e-3}
-
-
-class TrainError(RuntimeError):
-    """Bad input or a failed stage; the message says what and where."""
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    method: str = "eagle3"
-    target: str = "smollm2-135m-instruct"
-    seed: int = 0
-    num_prompts: int = 1000  # variety beats steps: 1000 prompts x 400 steps generalise better than 480 x 400
-    max_tokens: int = 128
-    steps: int | None = None  # None: DEFAULT_STEPS[method]
-    batch_size: int = 8
-    lr: float | None = None  # None: DEFAULT_LR[method]
-    ttt_steps: int = 3  # eagle3: draft steps unrolled in training
-    block_size: int = 16  # dflash: drafted block (K <= block - 1: one drafter serves K = 3, 7, 15)
-    draft_vocab_size: int = 8192
-    soft_labels: bool = True  # eagle3: learn the target's next-token distribution (top 16), not only its argmax
-    bf16_autocast: bool = True  # forward pass in bfloat16 (float32 weights) where `dtype` resolves to bfloat16:
-    # ~1.8x faster on CPUs with AVX512-BF16; off on a CPU without native bf16 (emulated bf16 is slower than fp32)
-    dtype: str = "auto"  # of response generation and feature extraction: auto = bfloat16 on native-bf16 CPUs, else float32
-    max_minutes: float | None = None  # stop training early after this long (recorded; not deterministic)
-    # first-run time budget (budget.py): on a slow CPU, fewer responses, features and steps so that a run from an
-    # empty cache ends within about this long; None or 0: no budget. Not part of any cache key.
-    budget_minutes: float | None = DEFAULT_BUDGET_MINUTES
-    # dflash: the recipe trained (dflash_train.DFlashRecipe); None: the one the demo ships (dflash_train.RECIPE).
-    # Another recipe is another drafter (its own cache key) and is never what `trained:dflash` means, so a
-    # benchmark can measure a candidate beside the shipped drafter in one run (benchmarks/demo_drafters.py).
-    dflash_recipe: DFlashRecipe | None = None
-    # xpress: training steps of the DFlash drafter under the head (None: its default); the head is trained over
-    # the DFlash drafter of these settings (`backbone()`), trained first when it is not cached
-    backbone_steps: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.steps is None:
-            object.__setattr__(self, "steps", DEFAULT_STEPS.get(self.method, 400))
-        if self.lr is None:
-            object.__setattr__(self, "lr", DEFAULT_LR.get(self.method, 1e-3))
-        if self.dtype not in ("auto", "bfloat16", "float32"):
-            raise TrainError(f"dtype {self.dtype!r}: allowed auto, bfloat16, float32")
-        if self.dflash_recipe is not None:
-            from .dflash_train import RECIPE, DFlashRecipe
-
-            if self.method != "dflash" or not isinstance(self.dflash_recipe, DFlashRecipe):
-                raise TrainError("dflash_recipe: a DFlashRecipe, for method dflash only")
-            if self.dflash_recipe == RECIPE:
-                object.__setattr__(self, "dflash_recipe", None)  # the shipped one: the default drafter
-
-    def recipe(self) -> DFlashRecipe:
-        """dflash: the recipe trained (RECIPE read when asked, so the key and the training always agree)."""
-        from .dflash_train import RECIPE
-
-        return self.dflash_recipe or RECIPE
-
-    def backbone(self) -> "TrainSettings":
-        """xpress: the settings of the DFlash drafter whose frozen backbone the head refines (the default DFlash
-        drafter of the same data)."""
-        return TrainSettings(method="dflash", target=self.target, seed=self.seed, num_prompts=self.num_prompts,
-                             max_tokens=self.max_tokens, steps=self.backbone_steps, block_size=self.block_size,
-                             bf16_autocast=self.bf16_autocast, dtype=self.dtype, budget_minutes=self.budget_minutes)
-
-    def resolved_dtype(self) -> DtypeChoice:
-        """`auto` resolved for this machine's CPU (engines/dtype.py): the data's dtype is part of its identity."""
-        return resolve_dtype(self.dtype, on_gpu=False, flags=cpu_flags(), cap=isa_cap())
-
-    @property
-    def autocast(self) -> bool:
-        return self.bf16_autocast and self.resolved_dtype().dtype == "bfloat16"
-
-    def data_key(self) -> str:
-        """Identity of the training data (prompts, responses, features): shared by every method. Includes a
-        hash of the prompts themselves, so a change to the templates makes new data."""
-        from .prompts import prompts_digest
-
-        d = {"target": self.target, "seed": self.seed, "num_prompts": self.num_prompts, "max_tokens": self.max_tokens,
-             "prompts": prompts_digest(self.num_prompts, self.seed)}
-        dtype = self.resolved_dtype().dtype
-        if dtype != "bfloat16":  # bf16 data keeps the key it had before dtypes were chosen per CPU
-            d["dtype"] = dtype
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
-
-    def key(self) -> str:
-        d = asdict(self)
-        d.pop("max_minutes")
-        d.pop("budget_minutes")
-        d.pop("dtype")  # in the data key, as resolved
-        d.pop("dflash_recipe")  # in d["recipe"] below
-        d.pop("backbone_steps")  # in d["backbone"] (xpress)
-        d["bf16_autocast"] = self.autocast
-        d["data"] = self.data_key()
-        if self.method == "eagle3":
-            d.pop("block_size")
-        elif self.method == "xpress":
-            for name in ("ttt_steps", "soft_labels", "draft_vocab_size"):
-                d.pop(name)
-            from .xpress_train import RECIPE as XPRESS_RECIPE
-
-            d["recipe"] = XPRESS_RECIPE.describe()
-            d["backbone"] = self.backbone().key()  # a retrained DFlash drafter is a new backbone: a new head
-        else:
-            d.pop("ttt_steps")
-            d.pop("soft_labels")
-            d.pop("draft_vocab_size")
-            d["recipe"] = self.recipe().describe()  # a new recipe is a new drafter, never a cached old one
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
-
+from .budget import Budget, more_time
+from .settings import DEFAULT_LR, DEFAULT_STEPS, TrainError, TrainSettings  # noqa: F401 (re-exported)
 
 @dataclass
 class Stage:
@@ -218,13 +94,9 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     model_path, target_cfg = _target(s.target)
     out = drafter_folder(s)
     if (out / "manifest.json").is_file() and not force:
-        manifest = json.loads((out / "manifest.json").read_text())
-        made = manifest.get("budget") or {}
-        if not (made.get("limited") and more_time(s.budget_minutes, made.get("minutes"))):
-            _index_if_default(s, out)
-            return out, manifest
-        progress("budget", 1, 1, f"budget: the cached drafter was cut by a {made.get('minutes'):g}-minute budget "
-                 f"({_cuts_text(made.get('stages', {}))}); this run has more time: more data, trained again")
+        cached = _cached(s, out, progress)
+        if cached is not None:
+            return out, cached
         force = True  # its checkpoint's step plan was the budget's: train again from step 0 (the data is kept)
     work = cache_dir() / "drafters" / "work" / out.name  # training checkpoints of this drafter
     data_dir = cache_dir() / "drafters" / "data" / f"{target_name(s)}-{s.data_key()}"
@@ -237,21 +109,55 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     work.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     budget = Budget(s.budget_minutes)
-    stages: list[Stage] = []
+    dtype = s.resolved_dtype()
+    # 1. prompts, 2. responses (vLLM in a child process), 3. features: the data every method trains from
+    examples, responses_stage, data_hash = _responses(s, model_path, data_dir, dtype.dtype, budget, progress)
+    data, features_stage = _features(s, model_path, target_cfg, examples, data_dir, dtype.dtype, budget, progress)
+    # 4. training
+    cfg, weights, training_stage = _train(s, model_path, target_cfg, data, work, budget, progress)
+    stages = [responses_stage, features_stage, training_stage]
+    result = training_stage.detail
+    # 5. export (atomic: a crash or a full disk leaves no half-written folder)
+    import torch
 
-    # 1. prompts
-    from .prompts import training_prompts
+    manifest = {
+        "method": s.method, "target": s.target, "target_path": model_path, "settings": asdict(s),
+        "data_hash": data_hash, "prompts": len(data["tokens"]), "response_tokens": responses_stage.detail["tokens"],
+        "budget": budget.record(),
+        "feature_layers": _feature_layers(target_cfg), "steps_done": result["steps_done"],
+        "final_losses": result["final_losses"], "final_accuracy": result["final_accuracy"],
+        "stopped_early": result["stopped_early"], "stages": [asdict(x) for x in stages],
+        "total_seconds": time.perf_counter() - t_all, "torch_version": torch.__version__,
+        "data_dtype": dtype.dtype, "data_dtype_reason": dtype.reason, "bf16_autocast": s.autocast,
+    }
+    _write_with_manifest(s.method, out, cfg, weights, manifest)
+    _index_if_default(s, out)
+    return out, manifest
+
+
+def _cached(s: TrainSettings, out: Path, progress: Progress) -> dict | None:
+    """The finished drafter's manifest, or None when a budget cut it and this run has more time."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    made = manifest.get("budget") or {}
+    if not (made.get("limited") and more_time(s.budget_minutes, made.get("minutes"))):
+        _index_if_default(s, out)
+        return manifest
+    progress("budget", 1, 1, f"budget: the cached drafter was cut by a {made.get('minutes'):g}-minute budget "
+             f"({_cuts_text(made.get('stages', {}))}); this run has more time: more data, trained again")
+    return None
+
+
+def _responses(s: TrainSettings, model_path: str, data_dir: Path, dtype: str, budget: Budget,
+               progress: Progress) -> tuple[list[dict], Stage, str]:
+    """The prompts, and the target's responses to them (a prefix of the prompts when a budget cut them)."""
+    from ...datasets.prompts import training_prompts
+    from .generate import read_responses
 
     prompts = training_prompts(s.num_prompts, s.seed)
     if len(prompts) < s.num_prompts:
         raise TrainError(f"--prompts {s.num_prompts}: the templates give only {len(prompts)} distinct prompts")
     (data_dir / "prompts.json").write_text(json.dumps(prompts))
-
-    dtype = s.resolved_dtype()
-    progress("dtype", 1, 1, f"{dtype.dtype} ({dtype.reason})")
-    # 2. responses (vLLM in a child process); a prefix of the prompts when a budget cut them
-    from .generate import read_responses
-
+    progress("dtype", 1, 1, f"{dtype} ({s.resolved_dtype().reason})")
     responses = data_dir / "responses.jsonl"
     cut_before = _read_cut(responses)
     examples = read_responses(responses)
@@ -262,26 +168,27 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         progress("responses", len(examples), len(prompts), "starting vLLM")
         env = generation_env(os.environ, _usable_cpus())
         st.detail["log"] = _generate(model_path, data_dir / "prompts.json", responses, s.max_tokens, env, progress,
-                                     dtype.dtype, budget.seconds_left("responses"))
+                                     dtype, budget.seconds_left("responses"))
         examples = read_responses(responses)
         _write_cut(responses, s.budget_minutes if len(examples) < len(prompts) else None)
     budget.cut("responses", len(examples), len(prompts))
     st.seconds = time.perf_counter() - t0
     st.detail["tokens"] = sum(len(e["response_ids"]) for e in examples)
-    stages.append(st)
     if len(examples) < len(prompts):
         progress("responses", len(examples), len(prompts), f"budget: {len(examples)} of {len(prompts)} prompts, "
                  f"{st.detail['tokens']} response tokens")
     else:
         progress("responses", len(examples), len(prompts), f"{st.detail['tokens']} response tokens")
-    data_hash = hashlib.sha256(responses.read_bytes()).hexdigest()[:16]
+    return examples, st, hashlib.sha256(responses.read_bytes()).hexdigest()[:16]
 
-    # 3. features
+
+def _features(s: TrainSettings, model_path: str, target_cfg: dict, examples: list[dict], data_dir: Path, dtype: str,
+              budget: Budget, progress: Progress) -> tuple[dict, Stage]:
+    """The target's hidden states at the feature layers for every example (cached; budget-aware)."""
     import torch
 
-    from .features import compute_features, target_tensors
+    from .features import compute_features
 
-    layers = _feature_layers(target_cfg)
     feat_file = data_dir / "features.pt"
     data = torch.load(feat_file, weights_only=False) if feat_file.is_file() else None
     have = len(data["tokens"]) if data else 0
@@ -290,19 +197,25 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
     st = Stage("features", cached=not more)
     t0 = time.perf_counter()
     if more:
-        data = compute_features(model_path, examples, layers, feat_file, dtype=dtype.dtype,
+        data = compute_features(model_path, examples, _feature_layers(target_cfg), feat_file, dtype=dtype,
                                 progress=lambda i, n: progress("features", i, n, ""),
                                 seconds=budget.seconds_left("features"), existing=data)
         _write_cut(feat_file, s.budget_minutes if len(data["tokens"]) < len(examples) else None)
         if len(data["tokens"]) < len(examples):
             progress("features", len(data["tokens"]), len(examples),
                      f"budget: {len(data['tokens'])} of {len(examples)} examples")
+    assert data is not None
     budget.cut("features", len(data["tokens"]), len(examples))
     st.seconds = time.perf_counter() - t0
-    stages.append(st)
-    tensors = target_tensors(model_path)
+    return data, st
 
-    # 4. training
+
+def _train(s: TrainSettings, model_path: str, target_cfg: dict, data: dict, work: Path, budget: Budget,
+           progress: Progress) -> tuple[dict, dict, Stage]:
+    """The method's trainer over the data: (drafter config, weights, the stage with the trainer's result)."""
+    from .features import target_tensors
+
+    tensors = target_tensors(model_path)
     st = Stage("training")
     t0 = time.perf_counter()
     if s.method == "xpress":  # the head over the DFlash drafter of the same data (trained first when missing)
@@ -313,31 +226,17 @@ def train_drafter(s: TrainSettings, progress: Progress = _noop, force: bool = Fa
         cfg, weights, result = train_xpress(s, target_cfg, data, tensors, work, progress, backbone,
                                             seconds=budget.seconds_left("training"))
     else:
-        if s.method == "eagle3":
-            from .eagle3_train import train_eagle3 as trainer
-        else:
-            from .dflash_train import train_dflash as trainer
+        from .dflash_train import train_dflash
+        from .eagle3_train import train_eagle3
+
+        trainer = train_eagle3 if s.method == "eagle3" else train_dflash
         cfg, weights, result = trainer(s, target_cfg, data, tensors, work, progress,
                                        seconds=budget.seconds_left("training"))
+    assert s.steps is not None  # TrainSettings fills it in
     budget.cut("training", result["planned_steps"], s.steps)
     st.seconds = time.perf_counter() - t0
     st.detail = result
-    stages.append(st)
-
-    # 5. export (atomic: a crash or a full disk leaves no half-written folder)
-    manifest = {
-        "method": s.method, "target": s.target, "target_path": model_path, "settings": asdict(s),
-        "data_hash": data_hash, "prompts": len(data["tokens"]), "response_tokens": stages[0].detail["tokens"],
-        "budget": budget.record(),
-        "feature_layers": layers, "steps_done": result["steps_done"], "final_losses": result["final_losses"],
-        "final_accuracy": result["final_accuracy"], "stopped_early": result["stopped_early"],
-        "stages": [asdict(x) for x in stages], "total_seconds": time.perf_counter() - t_all,
-        "torch_version": torch.__version__,
-        "data_dtype": dtype.dtype, "data_dtype_reason": dtype.reason, "bf16_autocast": s.autocast,
-    }
-    _write_with_manifest(s.method, out, cfg, weights, manifest)
-    _index_if_default(s, out)
-    return out, manifest
+    return cfg, weights, st
 
 
 def _cut_file(path: Path) -> Path:
@@ -390,7 +289,7 @@ def _usable_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-def generation_env(base: dict, cpus: list[int]) -> dict:
+def generation_env(base: Mapping[str, str], cpus: list[int]) -> dict[str, str]:
     """The environment of the responses' vLLM child. vLLM's CPU backend binds its worker to all CPUs but one
     (`VLLM_CPU_OMP_THREADS_BIND=auto` keeps one for the scheduler process); on a machine of ALL_CPUS_UP_TO CPUs
     or fewer that idles a large share of it (half of 2 cores), and here nothing else runs beside the offline
@@ -416,11 +315,13 @@ def _generate(model_path: str, prompts: Path, responses: Path, max_tokens: int, 
                           env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
         try:
+            stdout, stderr = child.stdout, child.stderr
+            assert stdout is not None and stderr is not None  # both piped
             err: list[str] = []
-            reader = threading.Thread(target=lambda: err.extend(child.stderr), daemon=True)  # no pipe deadlock
+            reader = threading.Thread(target=lambda: err.extend(stderr), daemon=True)  # no pipe deadlock
             reader.start()
             log = []
-            for line in child.stdout:
+            for line in stdout:
                 parts = line.split()
                 if len(parts) == 4 and parts[0] == "progress":
                     progress("responses", int(parts[1]), int(parts[2]), f"{parts[3]} tokens")

@@ -219,6 +219,7 @@ class RefinedDrafter(torch.nn.Module):
     def logits(self, slot_states: torch.Tensor) -> torch.Tensor:
         from ..xpress_head import refine
 
+        assert self._last is not None, "logits() follows a forward pass"
         states, anchor_ids = self._last  # (1, A, S, H), (1, A)
         base = self.drafter.logits(slot_states).float()
         return refine(self.head, states[0].float(), base, self.t2h[anchor_ids[0]], self.passes)

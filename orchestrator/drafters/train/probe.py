@@ -1,7 +1,7 @@
 """Look inside vLLM's drafter while it drafts: a vLLM worker extension that records, for every drafting
 forward pass, the drafter's query tokens and positions and the logits it drafted from.
 
-    LLM(..., worker_extension_cls="orchestrator.drafters.probe.DraftProbe")
+    LLM(..., worker_extension_cls="orchestrator.drafters.train.probe.DraftProbe")
     llm.collective_rpc("probe_install"); llm.generate(...); records = llm.collective_rpc("probe_records")[0]
 
 Used to check that a trained drafter computes in vLLM what its trainer computed (orchestrator/drafters/
@@ -10,6 +10,8 @@ the same logits. Records hold plain lists and bytes: what crosses vLLM's RPC bou
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from dataclasses import dataclass
 
@@ -34,6 +36,8 @@ class DraftCall:
 
 class DraftProbe:
     """Mixed into vLLM's worker class by `worker_extension_cls`: `self` is the worker."""
+
+    model_runner: Any  # the worker's (vLLM sets it; this class only names what it reads)
 
     def probe_install(self) -> bool:
         model = self.model_runner.drafter.model

@@ -14,6 +14,11 @@ import json
 import random
 import re
 
+# The demo drafters' training set: the first DEFAULT_NUM_PROMPTS prompts of the stream of seed DEFAULT_SEED
+# (drafters/train/settings.py TrainSettings takes its defaults from here; `demo-heldout` holds the next 64).
+DEFAULT_NUM_PROMPTS = 1000
+DEFAULT_SEED = 0
+
 NEAR_DUPLICATE = 0.5  # a training prompt sharing this fraction of its words with an evaluation prompt is skipped
 
 TOPICS = ["photosynthesis", "the water cycle", "black holes", "compound interest", "the immune system", "volcanoes",
@@ -246,7 +251,7 @@ def near_duplicate(a: frozenset[str], b: frozenset[str]) -> bool:
 
 def training_prompts(n: int, seed: int = 0) -> list[str]:
     """`n` distinct prompts, none equal or close to an evaluation prompt (`smoke`); the families take turns."""
-    from ...datasets.smoke import load_smoke  # the module, not the package: the package's demo-heldout uses us
+    from .smoke import load_smoke  # the module, not the package: the package's demo-heldout uses us
 
     held_out = [_words(p.messages[-1]["content"]) for p in load_smoke()]
     rng = random.Random(seed)

@@ -1,0 +1,89 @@
+"""One engine per store and one transaction helper: the only place where a driver error becomes a StoreError
+(naming the store, password masked). Every repository of the store (store/*.py) reads and writes through it."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
+
+from sqlalchemy.engine import CursorResult
+
+from ..errors import StoreConflict, StoreError
+from .urls import display_url, normalize_url
+
+
+def _reason(e: SQLAlchemyError) -> str:
+    """The driver's own words where there are some (its first line), else the exception's type."""
+    orig = getattr(e, "orig", None)
+    text = str(orig if orig is not None else e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def new_id(res: CursorResult[Any]) -> int:
+    """The primary key of the row an INSERT just wrote."""
+    key = res.inserted_primary_key
+    assert key is not None, "not an INSERT"
+    return int(key[0])
+
+
+class Database:
+    """A store's engine, with `read()` and `write()` connections that translate driver errors."""
+
+    def __init__(self, url: str):
+        self.url = normalize_url(url)
+        try:
+            u = make_url(self.url)
+        except (ArgumentError, ValueError):  # the parser's message quotes the URL: never shown
+            raise StoreError(f"invalid store URL {display_url(url)!r}: expected sqlite:///PATH, "
+                             f"postgresql://USER@HOST:PORT/DATABASE or a file path") from None
+        if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:"):
+            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine: Engine = create_engine(self.url, future=True, pool_pre_ping=True)
+        except Exception as e:
+            raise StoreError(f"cannot open store {display_url(url)}: {type(e).__name__}") from None
+        if self.engine.dialect.name == "sqlite":
+            @event.listens_for(self.engine, "connect")
+            def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+
+    @property
+    def display_url(self) -> str:
+        return display_url(self.url)
+
+    def _translate(self, e: SQLAlchemyError, doing: str) -> StoreError:
+        if isinstance(e, IntegrityError):
+            return StoreConflict(f"{doing} in {self.display_url}: {_reason(e)}")
+        if isinstance(e, OperationalError):
+            return StoreError(f"cannot reach store {self.display_url} ({doing}): {_reason(e)}")
+        return StoreError(f"{doing} in {self.display_url} failed: {_reason(e)}")
+
+    @contextmanager
+    def write(self, doing: str) -> Iterator[Connection]:
+        """One transaction: committed when the block ends, rolled back (nothing written) when it raises.
+        `doing` names the operation in the error ("completing trial row 12")."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as e:
+            raise self._translate(e, doing) from e
+
+    @contextmanager
+    def read(self, doing: str) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as e:
+            raise self._translate(e, doing) from e
+
+    def dispose(self) -> None:
+        self.engine.dispose()
