@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.specsweep-installed-$(VLLM)
 
-.PHONY: demo demo-drafters docs-report test test-fast test-pure test-unit venv clean-venv
+.PHONY: demo demo-drafters docs-report lint test test-fast test-pure test-unit venv clean-venv
 
 venv: $(STAMP)
 
@@ -62,8 +62,14 @@ demo-drafters: venv
 # Ray jobs, the wheel; one engine at a time) and everything else (fake-backend sweeps, stores, pure tests;
 # mostly waiting on simulated engine steps). TEST_PARALLEL=0 runs them one after the other.
 TEST_PARALLEL ?= 1
-test: venv
+test: venv lint
 	TEST_PARALLEL=$(TEST_PARALLEL) bash tests/run_tiers.sh $(VENV)/bin/python $(PYTEST_ARGS)
+
+# Lint (ruff: pyflakes, pycodestyle, import order, bugbear) and types (mypy; strict for records, states, store,
+# controller, spec): pyproject.toml configures both. Part of `make test`.
+lint: venv
+	$(VENV)/bin/ruff check orchestrator tests benchmarks
+	$(VENV)/bin/mypy
 
 test-fast: venv
 	$(VENV)/bin/python -m pytest -ra -m "not vllm and not rayjob and not install" $(PYTEST_ARGS)

@@ -181,7 +181,7 @@ def main() -> int:
 
     from orchestrator.drafters.train.features import target_tensors
     from orchestrator.drafters.train.run import TrainSettings, _target, target_name
-    from orchestrator.environment import cpu_flags, _cpu_model
+    from orchestrator.environment import _cpu_model, cpu_flags
     from orchestrator.paths import cache_dir
 
     s0 = TrainSettings(method="dflash", steps=args.steps, block_size=args.block_size)
@@ -206,9 +206,8 @@ def main() -> int:
           f"{s0.autocast}; {len(train_idx)} training / {len(eval_idx)} held-out responses; {args.steps} steps")
     if args.drafter:
         from orchestrator.datasets.base import load_prompts
-        from orchestrator.drafters.train.dflash_model import load_dflash
-
         from orchestrator.drafters.layout import XPRESS_ARCHS
+        from orchestrator.drafters.train.dflash_model import load_dflash
 
         archs = set(json.loads((Path(args.drafter) / "config.json").read_text()).get("architectures") or [])
         if archs & set(XPRESS_ARCHS):  # an xPress drafter: its bare backbone, then the head at each pass count

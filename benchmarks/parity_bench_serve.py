@@ -77,7 +77,7 @@ def peer(model: str, a, log: Path) -> dict[int, dict]:
                 break
             except OSError:
                 if server.poll() is not None or time.time() > deadline:
-                    raise SystemExit(f"the vLLM server did not start; see {log}")
+                    raise SystemExit(f"the vLLM server did not start; see {log}") from None
                 time.sleep(1)
         out = {}
         for c in _points(a):

@@ -17,10 +17,9 @@ import statistics
 import textwrap
 
 import optuna
-
 from _common import WORK, run_spec
-from orchestrator.controller.plan import point_key
-from orchestrator.controller.plan import SearchSpace
+
+from orchestrator.controller.plan import SearchSpace, point_key
 from orchestrator.controller.study import make_sampler
 from orchestrator.spec import load_spec
 

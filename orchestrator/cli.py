@@ -9,7 +9,9 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
-from .commands import drafters as dr, store as sto, sweeps as sw
+from .commands import drafters as dr
+from .commands import store as sto
+from .commands import sweeps as sw
 from .commands.common import call
 from .drafters.train.settings import DEFAULT_STEPS, TrainSettings
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .states import TrialState
 from .store import Store
 from .validity import FingerprintMismatch, fingerprint_diff
-from .states import TrialState
 
 COMPARED_METRICS = ("output_tok_s", "tpot_ms_p50", "ttft_ms_p50", "acceptance_length", "speedup")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 # Exit codes of the `specsweep` CLI (documented in README.md).
 EXIT_OK = 0
 EXIT_TRIALS_FAILED = 1  # the sweep ran, but one or more trials failed

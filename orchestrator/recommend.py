@@ -20,8 +20,8 @@ import json
 from dataclasses import asdict, dataclass
 
 from .methods.schedule import Schedule, format_schedule
-from .store import NewRecommendation, Store
 from .states import TrialState
+from .store import NewRecommendation, Store
 
 
 @dataclass(frozen=True)

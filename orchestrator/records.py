@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Numeric columns shared by a window's metrics (sweep_measurements, one row per window) and a trial's summary

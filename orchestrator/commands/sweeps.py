@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ..errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, EXIT_TRIALS_FAILED
 from ..spec import LoadedSpec, load_spec
-from .common import UsageError, call, check_format, console, engine_output, err_console, open_store, \
-    open_sweep_store
+from .common import UsageError, call, check_format, console, engine_output, err_console, open_store, open_sweep_store
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,8 @@ class RecommendArgs:
 def recommend(a: RecommendArgs) -> int:
     """A draft-length schedule per method and dataset from a sweep's speedups, stored; with `verify`, a follow-up
     sweep of the schedule against the best fixed K and the baseline (the first failing run's code is returned)."""
-    from ..recommend import recommend as derive, verify_spec
+    from ..recommend import recommend as derive
+    from ..recommend import verify_spec
     from ..render import recommendation_lines
 
     if a.repeats is not None and not a.verify:
@@ -245,7 +245,8 @@ class SubmitArgs:
 def submit(a: SubmitArgs) -> int:
     """Run a sweep as a Ray job (JobSubmissionClient): submission id = sweep name + UTC time."""
     from ..store.urls import resolve_store_url
-    from ..submit import SubmitError, job_request, submit as do_submit
+    from ..submit import SubmitError, job_request
+    from ..submit import submit as do_submit
 
     loaded: LoadedSpec = load_spec(a.spec)
     url = None if (a.no_store or a.store_file) else resolve_store_url(a.store)

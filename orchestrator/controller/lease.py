@@ -9,14 +9,12 @@ loop ends without writing to the sweep's rows, which are no longer its own."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 import datetime as dt
 import os
 import socket
 import threading
 import uuid
-from typing import Callable
+from typing import Callable, Literal
 
 from ..store import Store
 from ..store.leases import LeaseHolder

@@ -13,9 +13,9 @@ from typing import Any, Callable
 from ..metrics.decomposition import identity
 from ..records import Comparison
 from ..spec.models import MeasurementSpec
-from ..store import EnvironmentRow, Store, TrialRow
-from ..validity import (first_token_test, fingerprint_diff, greedy_match, pairing_flags, speedup_interval)
 from ..states import QUEUED, BaselineState, TrialState
+from ..store import EnvironmentRow, Store, TrialRow
+from ..validity import fingerprint_diff, first_token_test, greedy_match, pairing_flags, speedup_interval
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -21,8 +21,8 @@ import ray
 
 from ..engines.base import EngineConfig
 from ..records import EngineStarted, MeasureRequest, OpenLoopLoad, SloThresholds, WindowResult
-from .plan import PlannedTrial, rate_value
 from ..states import TrialRole
+from .plan import PlannedTrial, rate_value
 
 
 @dataclass

@@ -10,12 +10,12 @@ from typing import Callable
 from ..metrics import median_over_repeats
 from ..records import CompletedTrial, TrialSummary
 from ..spec.models import SweepSpec
+from ..states import TrialRole
 from ..store import Store
 from ..validity import coefficient_of_variation, trial_flags
 from .pairing import Baselines
 from .pool import TrialRun
 from .study import StudyBook, feasible
-from ..states import TrialRole
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engines.engine_log import ENV as ENGINE_LOG_ENV, engine_log_mode
+from ..engines.engine_log import ENV as ENGINE_LOG_ENV
+from ..engines.engine_log import engine_log_mode
 from ..engines.registry import backend_class
 from ..paths import cache_dir
 from ..spec import LoadedSpec

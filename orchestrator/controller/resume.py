@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..states import QUEUED, BaselineState, TrialRole, TrialState
 from ..store import Store, TrialRow
 from .plan import SearchSpace, point_key
 from .pool import TrialRun
-from ..states import QUEUED, BaselineState, TrialRole, TrialState
 
 
 def requeue_orphans(store: Store, sweep_id: int) -> int:

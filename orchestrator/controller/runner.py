@@ -24,21 +24,33 @@ from typing import Any, Literal
 from ..records import OpenLoopLoad, SloThresholds, TrialSummary
 from ..spec import LoadedSpec
 from ..spec.models import SweepSpec
+from ..states import SweepStatus, TrialState
 from ..store import Store
 from . import events as ev
+from .capacity import CapacityResult, CapacityStrategy, capacity_record
+from .lease import Lease
 from .pairing import Baselines, PairingSettings
-from .pool import (EnginePool, EngineSlot, PoolEvent, RunDone, RunFailed, SlotFailed, SlotReady, SlotRetired,
-                   SlotStarting, TrialRun, WindowSettings, WindowStarted)
+from .pool import (
+    EnginePool,
+    EngineSlot,
+    PoolEvent,
+    RunDone,
+    RunFailed,
+    SlotFailed,
+    SlotReady,
+    SlotRetired,
+    SlotStarting,
+    TrialRun,
+    WindowSettings,
+    WindowStarted,
+)
 from .prepare import Prepared, prepare
 from .ray_session import ensure_ray
-from .resources import engine_actor_class, max_engines
 from .record import TrialRecorder
-from .lease import Lease
+from .resources import engine_actor_class, max_engines
 from .resume import reconcile_adaptive, reconcile_grid, requeue_orphans
-from .capacity import CapacityResult, CapacityStrategy, capacity_record
 from .strategies import AdaptiveStrategy, GridStrategy
 from .study import StudyBook, fail_stale_trials, open_study
-from ..states import SweepStatus, TrialState
 
 
 class Interrupted(Exception):

@@ -18,14 +18,14 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
+from ..records import TrialSummary
+from ..states import TrialRole
 from .pairing import Baselines
 from .plan import SearchSpace, point_key
 from .pool import EnginePool, TrialRun
 from .record import TrialRecorder
 from .resume import AdaptiveWork
 from .study import StudyBook
-from ..records import TrialSummary
-from ..states import TrialRole
 
 
 def _in_pool(pool: EnginePool) -> list[TrialRun]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import DatasetError, Prompt, register, read_jsonl_prompts
+from .base import DatasetError, Prompt, read_jsonl_prompts, register
 
 
 @register("custom")

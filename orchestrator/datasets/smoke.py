@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Prompt, register, read_jsonl_prompts
+from .base import Prompt, read_jsonl_prompts, register
 
 SMOKE_FILE = Path(__file__).with_name("smoke.jsonl")
 

@@ -36,6 +36,7 @@ from torch import nn
 
 from .xpress_config import HeadConfig, XPressCheckpointError, split_weights  # noqa: F401 (one import for both)
 
+
 class _Mix(nn.Module):
     def __init__(self, rank: int, block: int):
         super().__init__()

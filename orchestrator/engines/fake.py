@@ -15,17 +15,17 @@ makes an engine with K > 0 lossy (other tokens at temperature 0, other first-tok
 from __future__ import annotations
 
 import asyncio
-import os
 import hashlib
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from ..spec.models import FakeEngineSpec
-from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
 from ..methods.schedule import k_at
+from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
+from ..spec.models import FakeEngineSpec
 from .base import EngineBackend, EngineStartError
 
 

@@ -26,10 +26,9 @@ What crosses vLLM's RPC boundary is a plain list (tensors and dataclasses do not
 
 from __future__ import annotations
 
-from typing import Any
-
 import functools
 import time
+from typing import Any
 
 WRAPPED = ("execute_model", "sample_tokens", "_model_forward", "propose_draft_token_ids")
 # which accumulator each wrapped method adds to: "total" spans make up the step, the others are inside them

@@ -54,7 +54,7 @@ def format_schedule(schedule: Schedule) -> str:
 def k_at(schedule: Schedule, batch_size: int) -> int:
     """The K vLLM uses at one batch size (the last range's K above it)."""
     k = schedule[0][2]
-    for start, end, kk in schedule:
+    for start, _end, kk in schedule:
         if batch_size >= start:
             k = kk
     return k

@@ -27,8 +27,15 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..records import METRIC_COLUMNS, DraftCounters, SloThresholds, StepTiming, TrialSummary, WindowMetrics
-from .decomposition import (al_by_position, decode_timeline, position_acceptance, request_al_percentiles, timing_metrics,
-                            variance_shares)
+from .decomposition import (
+    al_by_position,
+    decode_timeline,
+    position_acceptance,
+    request_al_percentiles,
+    timing_metrics,
+    variance_shares,
+)
+
 
 def percentile(values: Iterable[float], q: float) -> float | None:
     """Linear-interpolated percentile (numpy's default), None for no values."""

@@ -12,11 +12,11 @@ from pathlib import Path
 from ..controller.events import Listener, NightlySweepStarted, Note, ignore
 from ..controller.lease import Lease
 from ..spec import load_spec
+from ..states import TrialState
 from ..store import EnvironmentRow, NewVerdict, Store, TrialResult
 from ..validity import fingerprint_diff
 from .suite import SuiteSpec
 from .verdict import verdict_for
-from ..states import TrialState
 
 
 @dataclass

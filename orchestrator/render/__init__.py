@@ -1,11 +1,21 @@
 """Everything specsweep prints, worded in one place: result rows as a rich table, CSV or JSON (tables.py), one-line
 sentences and summaries (lines.py), a running command's consoles and progress (progress.py). No computation."""
 
-from .lines import (TRAIN_INTERRUPTED, capacity_lines, capacity_text, crossover_lines, db_revision_line, nightly_line,
-                    recommendation_lines, run_summary_line, sweep_state_line, train_summary_line, validate_line)
+from .lines import (
+                    TRAIN_INTERRUPTED,
+                    capacity_lines,
+                    capacity_text,
+                    crossover_lines,
+                    db_revision_line,
+                    nightly_line,
+                    recommendation_lines,
+                    run_summary_line,
+                    sweep_state_line,
+                    train_summary_line,
+                    validate_line,
+)
 from .progress import SweepConsole, TrainProgress, console, err_console
-from .tables import (compare_table, format_cell, print_records, print_results, query_table, results_table,
-                     table_columns)
+from .tables import compare_table, format_cell, print_records, print_results, query_table, results_table, table_columns
 
 __all__ = ["SweepConsole", "TRAIN_INTERRUPTED", "TrainProgress", "capacity_lines", "capacity_text", "compare_table",
            "console", "crossover_lines", "db_revision_line", "err_console", "format_cell", "nightly_line",

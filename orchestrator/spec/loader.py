@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic_core import ErrorDetails
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from ..errors import SpecError, SpecIssue
 from ..methods import MethodError, MethodPoint, get_method
 from .models import SweepSpec
-
 
 # A key path in the spec: mapping keys and list indexes, outermost first.
 KeyPath = tuple[str | int, ...]

@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
-
-from sqlalchemy.engine import CursorResult
 
 from ..errors import StoreConflict, StoreError
 from .urls import display_url, normalize_url

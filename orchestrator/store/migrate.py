@@ -10,13 +10,11 @@ one new database at once never race on DDL (Optuna's `CREATE TYPE studydirection
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import TYPE_CHECKING
-
 import contextlib
 import hashlib
 from pathlib import Path
-from typing import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Iterator
 
 from sqlalchemy import delete, insert, inspect, select, text
 from sqlalchemy.engine import Connection, Engine

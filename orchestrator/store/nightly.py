@@ -8,9 +8,9 @@ from sqlalchemy import insert, select, text, update
 
 from .db import Database, new_id
 from .inserts import NewVerdict
-from .view_rows import NightlyHistoryRow
 from .schema import nightly_runs, nightly_sweeps, nightly_verdicts
 from .sweeps import now
+from .view_rows import NightlyHistoryRow
 
 
 class NightlyRepository:

@@ -3,8 +3,20 @@ version_info, alembic_version), which share the same database. Documented in REA
 
 from __future__ import annotations
 
-from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table, Text,
-                        UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 from ..records import METRIC_COLUMNS
 

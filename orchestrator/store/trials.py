@@ -14,8 +14,13 @@ from ..states import TrialState
 from .db import Database, new_id
 from .inserts import NewTrial
 from .rows import MeasurementRow, RequestOutputRow, TrialRow
-from .schema import (sweep_measurements, sweep_request_outputs, sweep_trial_comparisons, sweep_trial_metrics,
-                     sweep_trials)
+from .schema import (
+    sweep_measurements,
+    sweep_request_outputs,
+    sweep_trial_comparisons,
+    sweep_trial_metrics,
+    sweep_trials,
+)
 from .sweeps import now
 
 

@@ -106,12 +106,13 @@ class TrialResult(Row):
     sweep_id: int
 
     def summary(self) -> TrialSummary:
-        """The trial's figures as the controller tells them to the sampler (the view has no trial_flags)."""
-        return TrialSummary(**{f.name: self.column(f.name) for f in fields(MetricValues)},
-                            repeats=self.repeats, failed_requests=self.failed_requests,  # type: ignore[arg-type]
-                            output_tok_s_cv=self.output_tok_s_cv, al_by_position=self.al_by_position,  # type: ignore[arg-type]
-                            tps_var_share_acceptance=self.tps_var_share_acceptance,
-                            tps_var_share_step_time=self.tps_var_share_step_time)
+        """The trial's figures as the controller tells them to the sampler (the view has no trial_flags). Taken
+        as stored: a trial without its metrics row gives None where TrialSummary has a default."""
+        names = [f.name for f in fields(MetricValues)] + ["repeats", "failed_requests", "output_tok_s_cv",
+                                                          "al_by_position", "tps_var_share_acceptance",
+                                                          "tps_var_share_step_time"]
+        values: dict[str, Any] = {n: self.column(n) for n in names}
+        return TrialSummary(**values)
 
     def metric(self, name: str) -> Any:
         """A metric column by name (METRIC_COLUMNS, or speedup and the other ratios: nightly and compare

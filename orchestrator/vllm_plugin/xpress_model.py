@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-
 from vllm.model_executor.models.qwen3_dflash import DFlashQwen3ForCausalLM
 
 from ..drafters.xpress_head import HeadConfig, XPressCheckpointError, XPressHead, refine, split_weights

@@ -158,16 +158,15 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
     per draft alone and 1 per draft with several requests in flight — from the engine's counters (draft tokens /
     drafts) and from the per-request, per-step arrays (what each verify step was given). No baseline (the
     lossless check is in the test above)."""
-    import yaml
+    import json
 
+    import yaml
     from safetensors.torch import load_file
 
     from orchestrator.drafters import eagle3_config, write_eagle3_drafter
     from orchestrator.drafters.layout import dflash_config, write_dflash_drafter, write_xpress_drafter, xpress_config
     from orchestrator.metrics.decomposition import decode_runs
     from orchestrator.models import ensure_demo_model
-
-    import json
 
     target = json.loads((ensure_demo_model() / "config.json").read_text())
     e3 = write_eagle3_drafter(tmp_path / "e3-random", eagle3_config(target))

@@ -5,7 +5,6 @@ actor (in-process, no Ray), and the store round trip (SQLite) of the new columns
 from __future__ import annotations
 
 import asyncio
-import math
 
 import pytest
 
@@ -13,11 +12,25 @@ from orchestrator.datasets import Prompt
 from orchestrator.engines.base import EngineConfig
 from orchestrator.load import RequestRecord
 from orchestrator.metrics import median_over_repeats, summarize_window
-from orchestrator.metrics.decomposition import (al_by_position, decode_runs, decode_timeline, encode_runs, identity,
-                                                position_acceptance, request_al_percentiles, spec_columns,
-                                                timing_metrics, variance_shares)
-from orchestrator.records import (DraftCounters, MeasureRequest, RequestSpecStats, SamplingSettings, StepTiming,
-                                  WindowMetrics)
+from orchestrator.metrics.decomposition import (
+    al_by_position,
+    decode_runs,
+    decode_timeline,
+    encode_runs,
+    identity,
+    position_acceptance,
+    request_al_percentiles,
+    spec_columns,
+    timing_metrics,
+    variance_shares,
+)
+from orchestrator.records import (
+    DraftCounters,
+    MeasureRequest,
+    RequestSpecStats,
+    SamplingSettings,
+    StepTiming,
+)
 
 
 def spec(accepted: list[int], k: int = 3) -> RequestSpecStats:

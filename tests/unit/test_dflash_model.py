@@ -15,8 +15,10 @@ from orchestrator.drafters.train.run import DEFAULT_LR, TrainSettings
 
 from .test_drafter_training import TARGET, synthetic_data, tensors
 
+SHIPPED = DFlashRecipe()
 
-def _model(recipe=DFlashRecipe(), block_size=8, seed=0):
+
+def _model(recipe=SHIPPED, block_size=8, seed=0):
     cfg, model = build(TARGET, recipe, block_size, synthetic_data(), tensors(), seed)
     with torch.no_grad():  # weights large enough that every slot's output depends on what it attends to
         for name, p in model.named_parameters():

@@ -6,19 +6,23 @@ from __future__ import annotations
 import errno
 import json
 import shutil
-
 from dataclasses import replace
 
 import pytest
 import torch
 
+from orchestrator.datasets import load_prompts
+from orchestrator.datasets.prompts import _words, near_duplicate, training_prompts
 from orchestrator.drafters.layout import dflash_weight_shapes, eagle3_weight_shapes
 from orchestrator.drafters.train.dflash_train import RECIPE, train_dflash
 from orchestrator.drafters.train.eagle3_train import train_eagle3
-from orchestrator.datasets.prompts import _words, near_duplicate, training_prompts
-from orchestrator.drafters.train.run import (DEFAULT_STEPS, TrainError, TrainSettings, _write_with_manifest,
-                                             train_drafter)
-from orchestrator.datasets import load_prompts
+from orchestrator.drafters.train.run import (
+    DEFAULT_STEPS,
+    TrainError,
+    TrainSettings,
+    _write_with_manifest,
+    train_drafter,
+)
 
 TARGET = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
           "head_dim": 8, "num_hidden_layers": 6, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
@@ -206,8 +210,13 @@ def test_bf16_autocast_is_honoured_learns_and_exports_float32(tmp_path):
 
 def test_xpress_head_trains_over_a_frozen_dflash_drafter_and_exports_the_published_layout(tmp_path):
     from orchestrator.drafters.layout import xpress_weight_shapes
-    from orchestrator.drafters.train.xpress_train import XPressRecipe, base_logits, block_data, load_xpress, \
-        train_xpress
+    from orchestrator.drafters.train.xpress_train import (
+        XPressRecipe,
+        base_logits,
+        block_data,
+        load_xpress,
+        train_xpress,
+    )
     from orchestrator.drafters.xpress_head import refine
 
     data, tens = synthetic_data(n=24), tensors()

@@ -7,9 +7,10 @@ from dataclasses import asdict
 
 import pytest
 
-from orchestrator.records import DraftCounters as SpecCounters, WindowMetrics
 from orchestrator.load import RequestRecord
 from orchestrator.metrics import acceptance_metrics, median_over_repeats, percentile, summarize_window
+from orchestrator.records import DraftCounters as SpecCounters
+from orchestrator.records import WindowMetrics
 
 
 def rec(start, chunks, sizes, end=None, error=None, pid="p"):

@@ -157,7 +157,7 @@ def test_a_trial_that_failed_on_its_own_keeps_exit_1(write_spec, sqlite_url):
     spec = write_spec(SPEC.replace("step_seconds: 0.02,", "step_seconds: 0.001, fail_start_methods: [ngram],")
                       .replace("[2, 3, 4]", "[2]").replace("[1, 2, 3, 4]", "[1]"))
     st = Store(sqlite_url)
-    for attempt in range(2):  # the first run, then a plain resume: the failure stays, and so does exit 1
+    for _attempt in range(2):  # the first run, then a plain resume: the failure stays, and so does exit 1
         proc = _cli(spec, sqlite_url)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 1, out[-3000:]
@@ -250,7 +250,7 @@ def test_four_processes_open_one_new_postgres_database(ray_session, pg_server_ur
         w.start()
     failures = []
     try:
-        for r in range(rounds):
+        for _round in range(rounds):
             name = f"specsweep_race_{uuid.uuid4().hex[:8]}"
             with admin.connect() as c:
                 c.execute(sa.text(f'CREATE DATABASE "{name}"'))

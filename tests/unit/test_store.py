@@ -9,8 +9,14 @@ import pytest
 import sqlalchemy as sa
 
 from orchestrator.errors import StoreError
-from orchestrator.records import (METRIC_COLUMNS, CompletedTrial, RequestOutput, TrialSummary, WindowMetrics,
-                                  WindowResult)
+from orchestrator.records import (
+    METRIC_COLUMNS,
+    CompletedTrial,
+    RequestOutput,
+    TrialSummary,
+    WindowMetrics,
+    WindowResult,
+)
 from orchestrator.states import TrialRole
 from orchestrator.store import NewTrial, Store, display_url, normalize_url
 

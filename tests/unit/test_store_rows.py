@@ -9,10 +9,23 @@ import pytest
 import sqlalchemy as sa
 
 from orchestrator.states import TrialRole, TrialState
-from orchestrator.store import (CapacityResult, CrossoverRow, EnvironmentRow, MeasurementRow, NightlyHistoryRow,
-                                RecommendationRow, RequestAcceptanceRow, RequestOutputRow, Store, SweepRow,
-                                TrialResult, TrialRow)
-from orchestrator.store import NewCapacity, NewTrial, NewVerdict
+from orchestrator.store import (
+    CapacityResult,
+    CrossoverRow,
+    EnvironmentRow,
+    MeasurementRow,
+    NewCapacity,
+    NewTrial,
+    NewVerdict,
+    NightlyHistoryRow,
+    RecommendationRow,
+    RequestAcceptanceRow,
+    RequestOutputRow,
+    Store,
+    SweepRow,
+    TrialResult,
+    TrialRow,
+)
 
 # record -> the SELECT whose columns it must declare
 SELECTS = {

@@ -14,11 +14,19 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.controller.runner import run_sweep
+from orchestrator.records import RequestOutput, WindowMetrics
 from orchestrator.spec import load_spec
 from orchestrator.store import Store
-from orchestrator.records import RequestOutput, WindowMetrics
-from orchestrator.validity import (FingerprintMismatch, coefficient_of_variation, fingerprint_diff, first_token_test,
-                                   greedy_match, pairing_flags, speedup_interval, trial_flags)
+from orchestrator.validity import (
+    FingerprintMismatch,
+    coefficient_of_variation,
+    fingerprint_diff,
+    first_token_test,
+    greedy_match,
+    pairing_flags,
+    speedup_interval,
+    trial_flags,
+)
 
 
 # ---- statistics -------------------------------------------------------------------------------------------

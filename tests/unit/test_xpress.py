@@ -10,8 +10,14 @@ import pytest
 import torch
 
 from orchestrator.drafters.layout import XPRESS_ARCHS, dflash_config, write_xpress_drafter, xpress_config
-from orchestrator.drafters.xpress_head import (HeadConfig, XPressCheckpointError, XPressHead, greedy_decode, refine,
-                                               split_weights)
+from orchestrator.drafters.xpress_head import (
+    HeadConfig,
+    XPressCheckpointError,
+    XPressHead,
+    greedy_decode,
+    refine,
+    split_weights,
+)
 
 TARGET = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
           "intermediate_size": 128, "num_hidden_layers": 6, "vocab_size": 500, "rms_norm_eps": 1e-5,
@@ -29,7 +35,7 @@ def _head(seed: int = 0, block: int = 8) -> XPressHead:
     head = XPressHead(cfg)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, p in head.named_parameters():
+        for _name, p in head.named_parameters():
             p.normal_(0, 0.5, generator=g)  # large enough that the bias moves argmaxes and the mixer matters
     return head
 

@@ -15,7 +15,6 @@ The block length is drawn per anchor from `block_lens`, so one drafter serves ev
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 

@@ -3,7 +3,6 @@ distribution) and the per-step loss; the loop itself (schedule, resume, checkpoi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-
 TOPK = 16  # the target's next-token distribution kept per position (soft labels)
 
 

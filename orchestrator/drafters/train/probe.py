@@ -11,9 +11,8 @@ the same logits. Records hold plain lists and bytes: what crosses vLLM's RPC bou
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 MAX_RECORDS = 4096
 

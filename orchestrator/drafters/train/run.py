@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ...paths import cache_dir
-
 from ..trained import METHODS, record_trained
 from .budget import Budget, more_time
 from .settings import DEFAULT_LR, DEFAULT_STEPS, TrainError, TrainSettings  # noqa: F401 (re-exported)
+
 
 @dataclass
 class Stage:

@@ -8,9 +8,9 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from ...datasets.prompts import DEFAULT_NUM_PROMPTS, DEFAULT_SEED
 from ...engines.dtype import DtypeChoice, resolve_dtype
 from ...environment import cpu_flags, isa_cap
-from ...datasets.prompts import DEFAULT_NUM_PROMPTS, DEFAULT_SEED
 from .budget import DEFAULT_BUDGET_MINUTES
 
 if TYPE_CHECKING:  # dflash_train imports torch: only the training path loads it

@@ -18,7 +18,6 @@ target's greedy tokens are what vLLM verifies against at T = 0).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
