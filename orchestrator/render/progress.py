@@ -97,23 +97,8 @@ class SweepConsole:
             self.err.print(f"[yellow]warning:[/] {event.message}")
         elif isinstance(event, ev.RayConnected):
             c.print(f"ray: {event.description}")
-        elif isinstance(event, ev.EngineStarting):
-            self._status(f"starting engine {event.label} ({event.config_hash})")
-            if not c.is_terminal:
-                c.print(f"starting engine {event.label} ({event.config_hash})")
-        elif isinstance(event, ev.EngineReady):
-            dtype = f"; dtype {event.dtype} ({event.dtype_reason})" if event.dtype else ""
-            c.print(f"engine {event.label} ready in {event.start_s:.1f} s{dtype}", highlight=False)
-            if event.log_path and not self.log_folder_shown:
-                import os
-
-                self.log_folder_shown = True
-                c.print(f"engine logs (vLLM and third-party output, one file per engine; --verbose shows it here): "
-                        f"{os.path.dirname(event.log_path)}", highlight=False)
-        elif isinstance(event, ev.EngineFailed):
-            from rich.markup import escape
-
-            c.print(f"[red]engine {event.label} failed to start[/]: {escape(event.error[-6000:])}", highlight=False)
+        elif isinstance(event, (ev.EngineStarting, ev.EngineReady, ev.EngineFailed)):
+            self._engine(event)
         elif isinstance(event, ev.TrialStarted):
             self._status(f"{event.trial.label}{self._k(event.trial.k)} {event.trial.load}")
         elif isinstance(event, ev.WindowDone):
@@ -139,6 +124,27 @@ class SweepConsole:
             c.print(f"[yellow]interrupted ({event.why}): the running trial is marked FAIL; completed trials are kept[/]")
         elif isinstance(event, ev.NightlySweepStarted):
             c.print(f"nightly: running {event.spec} as {event.sweep}")
+
+
+    def _engine(self, event: ev.EngineStarting | ev.EngineReady | ev.EngineFailed) -> None:
+        c = self.console
+        if isinstance(event, ev.EngineStarting):
+            self._status(f"starting engine {event.label} ({event.config_hash})")
+            if not c.is_terminal:
+                c.print(f"starting engine {event.label} ({event.config_hash})")
+        elif isinstance(event, ev.EngineReady):
+            dtype = f"; dtype {event.dtype} ({event.dtype_reason})" if event.dtype else ""
+            c.print(f"engine {event.label} ready in {event.start_s:.1f} s{dtype}", highlight=False)
+            if event.log_path and not self.log_folder_shown:
+                import os
+
+                self.log_folder_shown = True
+                c.print(f"engine logs (vLLM and third-party output, one file per engine; --verbose shows it here): "
+                        f"{os.path.dirname(event.log_path)}", highlight=False)
+        else:
+            from rich.markup import escape
+
+            c.print(f"[red]engine {event.label} failed to start[/]: {escape(event.error[-6000:])}", highlight=False)
 
 
 def _duration(seconds: float) -> str:

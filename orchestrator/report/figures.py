@@ -195,9 +195,30 @@ def _pareto(data, groups, colours, plt, out) -> Figure:
     return Figure("pareto", _save(fig, out, "pareto.png"), _div(pfig))
 
 
+def _speedup_axes(ax, data: ReportData, ticks: list[int], no_interval: bool, any_line: bool) -> None:
+    """The PNG's axes: log concurrency with the measured values as ticks, the 1.0 line, the notes."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.plot([], [], marker="o", markersize=12, markerfacecolor="none", markeredgecolor="grey", linestyle="none",
+            label="crossover (first speedup < 1)")
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("speedup vs paired baseline (95% CI)")
+    ax.set_title(f"{data.sweep}: speedup vs concurrency, 95% CI bars{_second(_title_suffix(data))}", fontsize=9)
+    if no_interval:
+        ax.text(0.01, 0.98, f"{NO_INTERVAL_NOTE} where a point has no bar", transform=ax.transAxes,
+                fontsize=9, va="top", color="#b00")
+    if any_line:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
 def _speedup(data, groups, colours, plt, out) -> Figure:
     import plotly.graph_objects as go
-    from matplotlib.ticker import FixedLocator, NullLocator
 
     datasets = sorted({r.dataset for r in data.completed})
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -237,23 +258,8 @@ def _speedup(data, groups, colours, plt, out) -> Figure:
                 pfig.add_trace(go.Scatter(x=[x[below]], y=[y[below]], mode="markers", showlegend=False,
                                           marker={"size": 20, "color": "rgba(0,0,0,0)", "line": {"color": c, "width": 2}},
                                           hoverinfo="skip"))
-    ax.plot([], [], marker="o", markersize=12, markerfacecolor="none", markeredgecolor="grey", linestyle="none",
-            label="crossover (first speedup < 1)")
-    ax.axhline(1.0, color="black", linewidth=1)
     ticks = sorted(concs)
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(t) for t in ticks])
-    ax.set_xlabel("concurrency (requests in flight)")
-    ax.set_ylabel("speedup vs paired baseline (95% CI)")
-    ax.set_title(f"{data.sweep}: speedup vs concurrency, 95% CI bars{_second(_title_suffix(data))}", fontsize=9)
-    if no_interval:
-        ax.text(0.01, 0.98, f"{NO_INTERVAL_NOTE} where a point has no bar", transform=ax.transAxes,
-                fontsize=9, va="top", color="#b00")
-    if any_line:
-        ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    _speedup_axes(ax, data, ticks, no_interval, any_line)
     pfig.add_hline(y=1.0, line={"color": "black", "width": 1})
     pfig.update_layout(title="Speedup vs concurrency (95% CI bars; circled: crossover)",
                        yaxis_title="speedup vs paired baseline",

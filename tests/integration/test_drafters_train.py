@@ -91,22 +91,22 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
     # a random drafter matches the target's greedy token with probability ~1/49152 per slot: AL 1.000 (measured).
     # 60 steps of EAGLE-3 training clear the collapse flag's AL 1.05 (1.20 when measured here) ...
     assert "acceptance_collapse" not in flags["e3-trained"], flags
-    assert rows["e3-trained"]["acceptance_length"] > 1.05
+    assert rows["e3-trained"].acceptance_length > 1.05
     # ... and 60 steps of DFlash training on 48 prompts accept some (23 of 492 drafted when measured here)
-    df = st.measurements(rows["df-trained"]["trial_id"])[0]
+    df = st.measurements(rows["df-trained"].trial_id)[0]
     assert df.num_accepted_tokens >= 3, df.num_accepted_tokens
-    assert rows["df-trained"]["acceptance_length"] > 1.0
+    assert rows["df-trained"].acceptance_length > 1.0
     # xPress through the plugin: 0 passes is the DFlash drafter exactly (same drafts, same acceptance); the
     # poisoned head drafts what the head says (acceptance collapses) while verification keeps the text
     meas = {label: st.measurements(r.trial_id)[0] for label, r in rows.items() if r.method != "baseline"}
     counters = lambda m: (m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens)  # noqa: E731
     assert counters(meas["xp-0"]) == counters(meas["df-trained"]), (meas["xp-0"], meas["df-trained"])
-    assert meas["xp-poisoned"]["num_accepted_tokens"] == 0 < meas["df-trained"]["num_accepted_tokens"]
-    assert "acceptance_collapse" in flags["xp-poisoned"] and rows["xp-poisoned"]["greedy_match_rate"] == 1.0
-    assert meas["xp-trained"]["num_accepted_tokens"] > 0
+    assert meas["xp-poisoned"].num_accepted_tokens == 0 < meas["df-trained"].num_accepted_tokens
+    assert "acceptance_collapse" in flags["xp-poisoned"] and rows["xp-poisoned"].greedy_match_rate == 1.0
+    assert meas["xp-trained"].num_accepted_tokens > 0
     trials = {t.method_label: t for t in st.trials(out.sweep_id)}
     assert {trials[x].method_params["serving"] for x in ("xp-trained", "xp-0", "xp-poisoned")} == {"specsweep-plugin"}
-    assert trials["xp-0"]["method_params"]["xpress_num_passes"] == 0
+    assert trials["xp-0"].method_params["xpress_num_passes"] == 0
     # the drafter's facts are recorded with the trial
     (df_row,) = [t for t in st.trials(out.sweep_id) if t.method_label == "df-trained"]
     assert df_row.method_params["block_size"] == 4 and df_row.method_params["sample_from_anchor"] is False
