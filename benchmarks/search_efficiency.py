@@ -22,6 +22,7 @@ from _common import WORK, run_spec
 from orchestrator.controller.plan import SearchSpace, point_key
 from orchestrator.controller.study import make_sampler
 from orchestrator.spec import load_spec
+from orchestrator.states import TrialState
 
 SPEC = """
 name: surface
@@ -75,7 +76,7 @@ def main() -> None:
     space = SearchSpace(loaded, loaded.spec.target.model)
     table = {}
     for r in rows:
-        if r.state == "COMPLETE":
+        if r.state == TrialState.COMPLETE:
             params = json.loads(r.params) if isinstance(r.params, str) else r.params
             table[point_key(params)] = r.output_tok_s
     missing = [p for p in space.grid() if point_key(p) not in table]
