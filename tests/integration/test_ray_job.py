@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.states import TrialState
 from orchestrator.store import Store
 
 from .test_vllm_real import check_smoke_rows
@@ -102,7 +103,7 @@ def test_specsweep_submit_keeps_the_password_out(ray_head, pg_url, tmp_path):
     assert "SUCCEEDED" in ok.stdout and "fake-submit-" in ok.stdout
     st = Store(url_with_pw)
     rows = st.trial_results("fake-submit")
-    assert len(rows) == 2 and all(r.state == "COMPLETE" for r in rows)
+    assert len(rows) == 2 and all(r.state == TrialState.COMPLETE for r in rows)
     jobs = subprocess.run([str(BIN / "ray"), "job", "list", "--address", address], env=env, capture_output=True,
                           text=True, timeout=60)
     assert "fake-submit" in jobs.stdout and "SPECSWEEP_DB_FILE" in jobs.stdout

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.controller.runner import run_sweep
 from orchestrator.spec import load_spec
+from orchestrator.states import TrialState
 from orchestrator.store import Store
 
 pytestmark = pytest.mark.vllm
@@ -22,7 +23,7 @@ TINY = ROOT / "sweeps" / "smoke-tiny.yaml"
 def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("baseline", "ngram")):
     rows = [r for r in st.trial_results(sweep) if r.dataset == "smoke"]
     assert {(r.method, r.concurrency) for r in rows} == {(m, c) for m in methods for c in concurrencies}
-    assert all(r.state == "COMPLETE" and r.backend == "vllm" for r in rows), [(r.state, r.error) for r in rows]
+    assert all(r.state == TrialState.COMPLETE and r.backend == "vllm" for r in rows), [(r.state, r.error) for r in rows]
     for r in rows:
         assert r.output_tok_s > 0 and r.ttft_ms_p50 > 0 and r.tpot_ms_p50 > 0 and r.failed_requests == 0
         assert r.vllm_version and r.cpu_model
@@ -123,7 +124,7 @@ def test_cli_sweep_into_sqlite_with_a_draft_model_and_two_datasets(ray_session, 
     assert m.num_drafts > 0 and m.num_draft_tokens == 2 * m.num_drafts  # the draft model drafted
     assert "acceptance_collapse" in d.flags.split(",")  # random weights: ~nothing accepted, and it says so
     rnd = [r for r in st.trial_results("smoke-tiny") if r.dataset == "random"]
-    assert len(rnd) == 3 and all(r.state == "COMPLETE" for r in rnd)
+    assert len(rnd) == 3 and all(r.state == TrialState.COMPLETE for r in rnd)
     for r in rnd:
         outs = st.request_outputs(r.trial_id)
         assert len(outs) == 6 and all(o.prompt_tokens == 40 for o in outs)  # no chat template, exact length

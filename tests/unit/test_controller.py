@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.controller.runner import run_sweep
 from orchestrator.spec import load_spec
+from orchestrator.states import TrialState
 from orchestrator.store import Store
 
 GRID = """
@@ -111,7 +112,7 @@ def test_actor_killed_mid_trial_fails_one_trial(ray_session, write_spec, sqlite_
         deadline = time.time() + 60
         while time.time() < deadline and not killed:
             for r in st.trials(1) if st.get_sweep("grid-sweep") else []:
-                if r.state == "RUNNING" and r.engine_pid and r.method == "ngram":
+                if r.state == TrialState.RUNNING and r.engine_pid and r.method == "ngram":
                     os.kill(r.engine_pid, signal.SIGKILL)
                     killed["id"] = r.id
                     return
@@ -123,7 +124,7 @@ def test_actor_killed_mid_trial_fails_one_trial(ray_session, write_spec, sqlite_
     t.join()
     assert killed, "never saw a running ngram trial to kill"
     rows = {r.id: r for r in st.trials(out.sweep_id)}
-    assert [r.id for r in rows.values() if r.state == "FAIL"] == [killed["id"]]
+    assert [r.id for r in rows.values() if r.state == TrialState.FAIL] == [killed["id"]]
     assert "died" in rows[killed["id"]].error or "Actor" in rows[killed["id"]].error
     assert out.completed == len(rows) - 1  # the sweep went on, with a replacement actor
     assert out.engine_starts == 4  # 3 configurations + 1 replacement
@@ -165,31 +166,31 @@ def test_sigterm_puts_running_trials_back_to_pending(ray_address, write_spec, sq
     # it at least every 0.5 s) stops the trial before it could finish
     spec = write_spec(CLI_SPEC.replace("step_seconds: 0.02", "step_seconds: 0.1").replace("concurrency: [1, 2, 4]", "concurrency: [2, 4]"))
     proc = _run_cli(spec, sqlite_url, ray_address)
-    _wait_for(st, proc, lambda rows: sum(r.state == "COMPLETE" for r in rows) >= 1
-              and any(r.state == "RUNNING" for r in rows))
+    _wait_for(st, proc, lambda rows: sum(r.state == TrialState.COMPLETE for r in rows) >= 1
+              and any(r.state == TrialState.RUNNING for r in rows))
     before = {r.id: r for r in st.trials(st.get_sweep("grid-sweep").id)}
     proc.send_signal(signal.SIGTERM)  # lands mid-trial: a row was RUNNING and has ~2 s to go
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-3000:]
     after = {r.id: r for r in st.trials(st.get_sweep("grid-sweep").id)}
-    running = [i for i, r in before.items() if r.state == "RUNNING"]
+    running = [i for i, r in before.items() if r.state == TrialState.RUNNING]
     assert running
     for i in running:  # what was being measured goes back to PENDING, attempt counted, the reason kept
-        assert after[i].state == "PENDING" and after[i].attempt == 2, after[i]
+        assert after[i].state == TrialState.PENDING and after[i].attempt == 2, after[i]
         assert "interrupted" in after[i].error, after[i]
-    never = [i for i, r in before.items() if r.state == "PENDING"]
+    never = [i for i, r in before.items() if r.state == TrialState.PENDING]
     assert never  # 6 trials, stopped after the first one or two
     for i in never:  # trials that never started stay as they were: PENDING, first attempt, no error
-        assert (after[i].state, after[i].attempt, after[i].error) == ("PENDING", 1, None), after[i]
+        assert (after[i].state, after[i].attempt, after[i].error) == (TrialState.PENDING, 1, None), after[i]
     for i, r in before.items():
-        if r.state == "COMPLETE":
+        if r.state == TrialState.COMPLETE:
             assert after[i] == r  # untouched
-    assert "RUNNING" not in {r.state for r in after.values()} and "FAIL" not in {r.state for r in after.values()}
+    assert TrialState.RUNNING not in {r.state for r in after.values()} and TrialState.FAIL not in {r.state for r in after.values()}
     assert st.get_sweep("grid-sweep").status == "interrupted"
     proc = _run_cli(spec, sqlite_url, ray_address)  # a plain resume finishes the sweep
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
-    assert all(r.state == "COMPLETE" for r in st.trials(st.get_sweep("grid-sweep").id))
+    assert all(r.state == TrialState.COMPLETE for r in st.trials(st.get_sweep("grid-sweep").id))
 
 
 ONE_CONC = GRID.replace("max_num_seqs: [8, 16]", "max_num_seqs: [8]").replace("concurrency: [1, 2, 4]", "concurrency: [2]")
@@ -240,8 +241,8 @@ def test_search_timeout_leaves_the_rest_pending(ray_session, write_spec, sqlite_
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
     states = [r.state for r in st.trials(out.sweep_id)]
-    assert len(states) == 18 and states.count("COMPLETE") < 12, states  # stopped well before the end (~25 s)
-    assert states.count("PENDING") == 18 - states.count("COMPLETE"), states
+    assert len(states) == 18 and states.count(TrialState.COMPLETE) < 12, states  # stopped well before the end (~25 s)
+    assert states.count(TrialState.PENDING) == 18 - states.count(TrialState.COMPLETE), states
     assert not out.all_complete and st.get_sweep("grid-sweep").status == "incomplete"
 
 
@@ -255,7 +256,7 @@ def test_request_timeout_records_failed_requests(ray_session, write_spec, sqlite
     for r in st.trial_results("grid-sweep"):
         outs = st.request_outputs(r.trial_id, None)
         assert len(outs) == 4 and all(not o.ok and "timed out after 0.5 s" in o.error for o in outs), outs
-        assert r.failed_requests == 4 and "failed_requests" in (r.flags or "") or r.state == "FAIL", r
+        assert r.failed_requests == 4 and "failed_requests" in (r.flags or "") or r.state == TrialState.FAIL, r
     assert out.completed + out.failed == 2
 
 
@@ -265,7 +266,7 @@ def test_start_timeout_fails_the_engines_trials(ray_session, write_spec, sqlite_
     st = Store(sqlite_url)
     out = run_sweep(load_spec(write_spec(text)), st)
     rows = st.trials(out.sweep_id)
-    assert out.failed == 3 and all(r.state == "FAIL" and "engine start timed out after 0.5 s" in r.error for r in rows)
+    assert out.failed == 3 and all(r.state == TrialState.FAIL and "engine start timed out after 0.5 s" in r.error for r in rows)
 
 
 @pytest.mark.ray  # starts its own Ray through the CLI
@@ -280,7 +281,7 @@ def test_a_stopped_run_leaves_no_process_behind(write_spec, sqlite_url, sig):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--store", sqlite_url],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
-    _wait_for(st, proc, lambda rows: any(r.state == "RUNNING" for r in rows), timeout=180)
+    _wait_for(st, proc, lambda rows: any(r.state == TrialState.RUNNING for r in rows), timeout=180)
     started = psutil.Process(proc.pid).children(recursive=True)
     assert any("raylet" in " ".join(p.cmdline()) for p in started), [p.cmdline()[:2] for p in started]
     proc.send_signal(sig)

@@ -11,6 +11,7 @@ from orchestrator.cli import app
 from orchestrator.controller.runner import run_sweep
 from orchestrator.errors import SpecError
 from orchestrator.spec import load_spec
+from orchestrator.states import TrialState
 from orchestrator.store import Store
 
 FAKE = """
@@ -32,7 +33,7 @@ def test_fake_sweep_rows(ray_session, write_spec, sqlite_url):
     assert (out.completed, out.failed, out.engine_starts) == (6, 0, 3)  # one engine per distinct config
     rows = st.trial_results("fake-sweep")
     assert len(rows) == 6 and {r.backend for r in rows} == {"fake"}
-    assert all(r.state == "COMPLETE" and r.repeats == 2 for r in rows)
+    assert all(r.state == TrialState.COMPLETE and r.repeats == 2 for r in rows)
     for r in rows:
         if r.method == "ngram":
             assert 1.0 < r.acceptance_length <= r.num_speculative_tokens + 1
@@ -70,7 +71,7 @@ def test_engine_start_failure_fails_its_trials_once(ray_session, write_spec, sql
     out = run_sweep(load_spec(write_spec(text)), st)
     assert out.failed == 6 and out.engine_starts == 3 and out.completed == 0
     rows = st.trial_results("fake-sweep")
-    assert all(r.state == "FAIL" and "CUDA out of memory (simulated)" in r.error for r in rows)
+    assert all(r.state == TrialState.FAIL and "CUDA out of memory (simulated)" in r.error for r in rows)
     assert st.get_sweep("fake-sweep").status == "failed"
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.methods.schedule import ScheduleError, format_schedule, k_at, parse_schedule, schedule_config
 from orchestrator.recommend import KOption, choose_k, schedule_from
+from orchestrator.states import TrialState
 
 
 def opt(k, s, lo=None, hi=None):
@@ -130,7 +131,7 @@ def test_recommend_and_verify_on_the_fake_backend(ray_session, write_spec, sqlit
     verify = st.trial_results("rec-verify-ngram-smoke")
     assert {(r.label, r.concurrency) for r in verify} == {
         (m, c) for m in ("baseline", "ngram-fixed", "ngram-schedule") for c in (1, 8)}
-    assert all(r.state == "COMPLETE" for r in verify)
+    assert all(r.state == TrialState.COMPLETE for r in verify)
     assert st.get_sweep("rec-verify-ngram-smoke").spec["measurement"]["order"] == "rotated"  # paired by round
     # the engine followed the schedule: draft tokens per draft = the scheduled K at a steady batch
     sched = parse_schedule(stored.schedule)
@@ -174,7 +175,7 @@ measurement: {repeats: 3, warmup_requests: 0, noisy_cv: 5.0, order: blocked}
     for label in ("ngram", "lookup2"):
         verify = st.trial_results(f"rec2-verify-{label}-smoke")
         assert {r.label for r in verify} == {"baseline", f"{label}-fixed", f"{label}-schedule"}, label
-        assert all(r.state == "COMPLETE" for r in verify)
+        assert all(r.state == TrialState.COMPLETE for r in verify)
 
 
 def test_a_k0_band_of_an_eagle3_schedule_says_what_it_still_costs():

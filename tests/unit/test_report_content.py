@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.report.content import ReportContext, ReportData, Verdict, verdicts
 from orchestrator.report.figures import NO_INTERVAL_NOTE, build_figures
+from orchestrator.states import TrialState
 from orchestrator.store import CrossoverRow, RequestAcceptanceRow, TrialResult
 from tests.records import record
 
@@ -24,7 +25,7 @@ def row(label, k, conc, speedup, lo=None, hi=None, dataset="smoke", flags=None, 
     trial = next(_trial)
     r = {"trial": trial, "trial_id": trial, "label": label, "method": label, "num_speculative_tokens": k,
          "concurrency": conc, "dataset": dataset, "speedup": speedup, "speedup_ci_low": lo, "speedup_ci_high": hi,
-         "state": "COMPLETE", "flags": flags, "role": "search", "max_num_seqs": None, "max_num_batched_tokens": None,
+         "state": TrialState.COMPLETE, "flags": flags, "role": "search", "max_num_seqs": None, "max_num_batched_tokens": None,
          "output_tok_s": 100.0 * (speedup or 1), "tpot_ms_p99": 10.0 / (speedup or 1), "acceptance_length": 2.0,
          "acceptance_per_pos": json.dumps([0.8, 0.5]), "backend": "fake"}
     r.update(extra)
@@ -87,7 +88,7 @@ def test_suspect_rows_say_so_and_datasets_are_separate():
 
 
 def test_failed_rows_and_baselines_do_not_enter_the_verdict():
-    rows = [row("e", 3, 1, 2.0, 1.9, 2.1, state="FAIL"), row("e", 5, 1, 1.2, 1.1, 1.3), baseline(1)]
+    rows = [row("e", 3, 1, 2.0, 1.9, 2.1, state=TrialState.FAIL), row("e", 5, 1, 1.2, 1.1, 1.3), baseline(1)]
     (v,) = verdicts(rows)
     assert v.clauses[0].label == "e K=5"
 
@@ -95,7 +96,7 @@ def test_failed_rows_and_baselines_do_not_enter_the_verdict():
 def _data(rows, crossover=()):
     ctx = ReportContext(sweep="s", store="sqlite://", spec_path=None, spec_hash=None, commits=(), backends=("fake",),
                         environments=(), environment_differences=(), workload=(), measurement=())
-    done = [r for r in rows if r.state == "COMPLETE"]
+    done = [r for r in rows if r.state == TrialState.COMPLETE]
     return ReportData(sweep="s", rows=rows, completed=done, verdicts=verdicts(rows), context=ctx,
                       crossover=list(crossover))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from orchestrator.states import TrialState
 from orchestrator.store import Store, TrialRow
 
 SPEC = """
@@ -67,7 +68,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _complete(rows: list[dict]) -> int:
-    return sum(r.state == "COMPLETE" for r in rows)
+    return sum(r.state == TrialState.COMPLETE for r in rows)
 
 
 # ---- leases ------------------------------------------------------------------------------------------------
@@ -115,16 +116,16 @@ def test_three_kills_then_one_plain_run_completes_every_trial(write_spec, sqlite
     done_before: dict[int, object] = {}
     for n in (2, 6, 10):  # SIGKILL the controller three times, each after more trials completed
         proc = _cli(spec, sqlite_url)
-        _wait(st, proc, lambda rows, n=n: _complete(rows) >= n and any(r.state == "RUNNING" for r in rows))
+        _wait(st, proc, lambda rows, n=n: _complete(rows) >= n and any(r.state == TrialState.RUNNING for r in rows))
         _kill(proc)
-        done_before.update({r.id: r.finished_at for r in _rows(st) if r.state == "COMPLETE"})
+        done_before.update({r.id: r.finished_at for r in _rows(st) if r.state == TrialState.COMPLETE})
     rows = _rows(st)
-    assert any(r.state == "RUNNING" for r in rows)  # left by the dead controller
+    assert any(r.state == TrialState.RUNNING for r in rows)  # left by the dead controller
     proc = _cli(spec, sqlite_url)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
     rows = {r.id: r for r in _rows(st)}
-    assert len(rows) == 16 and all(r.state == "COMPLETE" for r in rows.values()), out[-3000:]
+    assert len(rows) == 16 and all(r.state == TrialState.COMPLETE for r in rows.values()), out[-3000:]
     for tid, finished in done_before.items():  # no completed trial ran again
         assert rows[tid].finished_at == finished and len(st.measurements(tid)) == 1
     assert any(r.attempt > 1 for r in rows.values())  # the interrupted ones ran again, attempt counted
@@ -137,18 +138,18 @@ def test_an_interrupted_adaptive_sweep_resumes_its_unfinished_trials(write_spec,
                       .replace("step_seconds: 0.02", "step_seconds: 0.08"))  # trials of ~1-2 s: SIGTERM lands mid-trial
     st = Store(sqlite_url)
     proc = _cli(spec, sqlite_url)
-    _wait(st, proc, lambda rows: _complete(rows) >= 1 and any(r.state == "RUNNING" for r in rows))
+    _wait(st, proc, lambda rows: _complete(rows) >= 1 and any(r.state == TrialState.RUNNING for r in rows))
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-3000:]
-    unfinished = [r.id for r in _rows(st) if r.state != "COMPLETE"]
+    unfinished = [r.id for r in _rows(st) if r.state != TrialState.COMPLETE]
     assert unfinished  # what was being measured when the signal came
     proc = _cli(spec, sqlite_url)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
     rows = {r.id: r for r in _rows(st)}
-    assert all(rows[i].state == "COMPLETE" for i in unfinished)  # the same rows ran again, none left behind
-    assert all(r.state == "COMPLETE" for r in rows.values())
+    assert all(rows[i].state == TrialState.COMPLETE for i in unfinished)  # the same rows ran again, none left behind
+    assert all(r.state == TrialState.COMPLETE for r in rows.values())
     assert sum(r.role == "search" for r in rows.values()) <= 5
 
 
@@ -162,12 +163,12 @@ def test_a_trial_that_failed_on_its_own_keeps_exit_1(write_spec, sqlite_url):
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 1, out[-3000:]
         assert "1 of 2 trials COMPLETE" in out and "1 FAIL" in out, out[-3000:]
-    assert sorted(r.state for r in _rows(st)) == ["COMPLETE", "FAIL"]
-    assert [r.attempt for r in _rows(st) if r.state == "FAIL"] == [1]  # a plain resume did not re-run it
+    assert sorted(r.state for r in _rows(st)) == [TrialState.COMPLETE, TrialState.FAIL]
+    assert [r.attempt for r in _rows(st) if r.state == TrialState.FAIL] == [1]  # a plain resume did not re-run it
     assert st.get_sweep("shared-sweep").status == "failed"
     proc = _cli(spec, sqlite_url, "--retry-failed")  # asked for: it runs again (and fails again here)
     out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 1 and [r.attempt for r in _rows(st) if r.state == "FAIL"] == [2], out[-3000:]
+    assert proc.returncode == 1 and [r.attempt for r in _rows(st) if r.state == TrialState.FAIL] == [2], out[-3000:]
 
 
 @pytest.mark.ray
@@ -176,7 +177,7 @@ def test_second_controller_is_refused_and_a_killed_one_is_taken_over(write_spec,
     spec = write_spec(small)
     st = Store(sqlite_url)
     first = _cli(spec, sqlite_url)
-    _wait(st, first, lambda rows: any(r.state == "RUNNING" for r in rows))
+    _wait(st, first, lambda rows: any(r.state == TrialState.RUNNING for r in rows))
     second = _cli(spec, sqlite_url)
     out, _ = second.communicate(timeout=120)
     assert second.returncode == 2, out[-3000:]

