@@ -21,9 +21,7 @@ class UsageError(Exception):
 
 
 class Interrupted(Exception):
-    """Stopped by Ctrl-C or a stop signal after the command said what was kept; exit 130."""
-
-    exit_code = EXIT_INTERRUPTED
+    """Stopped by Ctrl-C or a stop signal after the command said what was kept; exit 130 (`call`)."""
 
 
 def open_store(store: str | None) -> Store:
