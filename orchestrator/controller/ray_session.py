@@ -13,8 +13,13 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> str:
     if ray.is_initialized():
         return "already initialised"
     address = address or os.environ.get("RAY_ADDRESS")
+    # Ray's and vLLM's own lines (raylet `worker_pool.cc: Started worker process`, actor prints) stay in Ray's
+    # and the engines' log files; only --verbose (engine output to the console) streams workers to the driver.
+    from ..engines.engine_log import engine_log_mode
+
+    to_driver = engine_log_mode() == "console"
     if address and address != "local":
-        ray.init(address=address, log_to_driver=True)
+        ray.init(address=address, log_to_driver=to_driver)
         return f"cluster at {address}"
     # address="local" always starts a new private instance (ports chosen free), never attaching to a
     # cluster it happens to find. Its workers (the engines) run at niceness 0, not Ray's default 15: at 15 the
@@ -22,5 +27,5 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> str:
     # recorded with every row (process_niceness) and flagged `low_priority`.
     os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-             log_to_driver=True, configure_logging=False)
+             log_to_driver=to_driver, configure_logging=False)
     return "local Ray instance"

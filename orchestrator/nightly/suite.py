@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import SpecError, SpecIssue
+from ..spec.yaml_source import read_yaml
 
 
 class Threshold(BaseModel):
@@ -40,23 +40,18 @@ class SuiteSpec(BaseModel):
 def load_suite(path: str | Path) -> tuple[SuiteSpec, list[Path]]:
     """The suite and its sweep files (resolved against the suite's folder); SpecError names file and field."""
     path = Path(path)
+    source = read_yaml(path, "suite file")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError([SpecIssue(str(path), None, "", f"cannot read: {e}")]) from None
-    except yaml.YAMLError as e:
-        raise SpecError([SpecIssue(str(path), None, "", f"not valid YAML: {e}")]) from None
-    try:
-        suite = SuiteSpec.model_validate(raw or {})
+        suite = SuiteSpec.model_validate(source.data or {})
     except ValidationError as e:
-        raise SpecError([SpecIssue(str(path), None, ".".join(map(str, err["loc"])), err["msg"])
-                         for err in e.errors()]) from None
+        raise SpecError([SpecIssue(str(path), source.line_for(tuple(err["loc"])), ".".join(map(str, err["loc"])),
+                                   err["msg"]) for err in e.errors()]) from None
     from ..metrics import METRIC_COLUMNS
 
-    issues = [SpecIssue(str(path), None, f"thresholds.{m}", f"unknown metric; allowed: {', '.join(METRIC_COLUMNS)}")
+    issues = [SpecIssue(str(path), source.line_for(("thresholds", m)), f"thresholds.{m}", f"unknown metric; allowed: {', '.join(METRIC_COLUMNS)}")
               for m in suite.thresholds if m not in METRIC_COLUMNS]
     files = [(path.parent / s).resolve() for s in suite.sweeps]
-    issues += [SpecIssue(str(path), None, f"sweeps.{i}", f"no such file: {f}") for i, f in enumerate(files)
+    issues += [SpecIssue(str(path), source.line_for(("sweeps", i)), f"sweeps.{i}", f"no such file: {f}") for i, f in enumerate(files)
                if not f.is_file()]
     if issues:
         raise SpecError(issues)

