@@ -31,6 +31,8 @@ METRIC_COLUMNS = (
     "decode_step_ms", "decode_tokens_per_step", "engine_step_ms", "tokens_per_engine_step", "drafter_ms_per_step", "verify_ms_per_step", "other_ms_per_step",
     # per-request acceptance (vLLM's per_request_spec_decode_metrics): percentiles of request-level AL
     "request_al_p10", "request_al_p50", "request_al_p90",
+    # open loop: the rate the window really offered (load/open_loop.py; issue 51)
+    "offered_rate",
 )
 
 
@@ -165,6 +167,7 @@ class OpenLoopLoad:
     burstiness: float = 1.0  # gamma shape (1.0 = poisson); < 1 burstier, > 1 more regular
     seed: int = 0
     max_concurrency: int | None = None  # cap on requests in flight (a request due while full waits)
+    schedule: str = "exact"  # exact: the drawn gaps rescaled so the schedule offers request_rate; raw: as drawn
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,7 @@ class MetricValues:
     request_al_p10: float | None = None  # percentiles over requests of each request's own AL
     request_al_p50: float | None = None
     request_al_p90: float | None = None
+    offered_rate: float | None = None  # open loop: (requests - 1) / (last send - first send), requests/s
     acceptance_per_pos: list[float] = field(default_factory=list)
 
     def metric(self, name: str) -> float | None:

@@ -14,6 +14,7 @@ from ..states import TrialRole
 from ..store import Store
 from ..validity import coefficient_of_variation, trial_flags
 from .pairing import Baselines
+from .plan import rate_value
 from .pool import TrialRun
 from .study import StudyBook, feasible
 
@@ -43,6 +44,8 @@ class TrialRecorder:
                             outputs=[w.outputs for w in run.windows], max_tokens=self.max_tokens,
                             ignore_eos=self.ignore_eos, prefix_caching=bool(self.spec.engine.enable_prefix_caching),
                             cv=cv, noisy_cv=m.noisy_cv, max_send_lag_ms=m.max_send_lag_ms,
+                            nominal_rate=None if run.planned.request_rate is None
+                            else rate_value(run.planned.request_rate),
                             engine_niceness=run.engine.fingerprint.get("process_niceness") if run.engine else None)
         return median_over_repeats(metrics, output_tok_s_cv=cv, trial_flags=",".join(flags) or None), flags
 

@@ -364,7 +364,8 @@ def window_settings(spec: SweepSpec) -> WindowSettings:
     slo = None if m.slo is None else SloThresholds(ttft_ms=m.slo.ttft_ms, tpot_ms=m.slo.tpot_ms, e2e_ms=m.slo.e2e_ms)
     return WindowSettings(m.warmup_requests, m.request_timeout_s, m.discard_first_window, slo=slo,
                           arrival=OpenLoopLoad(request_rate=1.0, arrival=w.arrival, burstiness=w.burstiness,
-                                               seed=w.seed, max_concurrency=w.max_concurrency))
+                                               seed=w.seed, max_concurrency=w.max_concurrency,
+                                               schedule=w.schedule))
 
 
 def _ref(run: TrialRun) -> ev.TrialRef:

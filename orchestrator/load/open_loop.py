@@ -6,6 +6,14 @@ does every repeat. Gaps between sends are drawn from a gamma distribution with m
 `burstiness` (shape 1 is the exponential: a Poisson process), as `vllm bench serve --burstiness` does; the
 first request is sent at once. Rate inf sends every request at once.
 
+Offered rate: a finite draw's realised rate scatters by about 1/sqrt(n) around the nominal one (at 64 requests
+seed 0 and 1.5 req/s the last send was due at 32.0 s where 1.5 req/s means 42.0 s: ~2.0 req/s offered). By
+default (`workload.schedule: exact`) the drawn gaps are rescaled so the schedule spans exactly (n - 1) / rate:
+the window offers the nominal rate, with the draw's shape and burstiness. `raw` keeps the draw as it is (the
+process's natural scatter; the schedules of earlier versions). Either way each window stores the rate it
+really offered, from its send times (`offered_rate`), and a window straying from the nominal rate by more than
+5 % is flagged `rate_off` (send lag, a max_concurrency cap, or a raw draw).
+
 Lateness: each request records when it was due (its scheduled time, or when a slot freed under
 max_concurrency if that came later) and when it was actually sent; the difference is the generator's own
 lag (an event loop busy with the engine frontend, a starved process). summarize_window reports it, and a
@@ -44,6 +52,11 @@ def arrival_offsets(load: OpenLoopLoad, n: int) -> list[float]:
     for _ in range(n - 1):
         t += rng.gammavariate(shape, scale)
         out.append(t)
+    if load.schedule == "exact" and t > 0:
+        # a finite draw's span scatters by ~1/sqrt(n) around (n - 1) / rate (+-12 % at 64 requests): rescale the
+        # gaps so the window offers the nominal rate, keeping their shape (burstiness) and order
+        factor = (n - 1) / load.request_rate / t
+        out = [x * factor for x in out]
     return out
 
 

@@ -15,6 +15,7 @@ Definitions (also in README.md):
                    all requests of the window
   goodput_req_s    requests that met every measurement.slo threshold / window duration
   send_lag_ms      open loop: actual send time - due time per request (p99 and max over the window)
+  offered_rate     open loop: the rate the window really offered, (requests - 1) / (last send - first send)
 Step time, its decomposition and per-request acceptance: metrics/decomposition.py.
 """
 
@@ -77,6 +78,15 @@ def send_lag_metrics(records: list) -> dict[str, float | None]:
     return {"send_lag_ms_p99": _ms(percentile(lags, 99)), "send_lag_ms_max": _ms(max(lags)) if lags else None}
 
 
+def offered_rate(records: list) -> float | None:
+    """Open loop: the rate a window really offered, from its send times: (n - 1) / (last send - first send).
+    None in closed loop (no schedule), with fewer than two requests, or when every request went at once."""
+    sends = sorted(r.start for r in records if r.due is not None)
+    if len(sends) < 2 or sends[-1] - sends[0] <= 0:
+        return None
+    return (len(sends) - 1) / (sends[-1] - sends[0])
+
+
 def summarize_window(records: list, duration_s: float, delta: DraftCounters, slo: SloThresholds | None = None,
                      timing: StepTiming | None = None, **context: Any) -> WindowMetrics:
     """Metrics of one measurement window from per-request records (load.RequestRecord); `slo`: the sweep's
@@ -108,6 +118,7 @@ def summarize_window(records: list, duration_s: float, delta: DraftCounters, slo
     m.update(acceptance_metrics(delta))
     m.update(slo_metrics(records, duration_s, slo))
     m.update(send_lag_metrics(records))
+    m["offered_rate"] = offered_rate(records)
     m["decode_step_ms"], m["decode_tokens_per_step"] = decode_timeline(
         (r.e2e, r.ttft, r.num_output_tokens, r.accepted_drafts) for r in ok)
     m.update(request_al_percentiles(r.spec for r in ok))

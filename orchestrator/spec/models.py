@@ -118,6 +118,10 @@ class WorkloadSpec(_Strict):
         "or gamma-distributed with shape `burstiness`; the schedule is seeded by `seed`, identical for every method")
     burstiness: float = Field(1.0, gt=0, le=1_000, description="gamma shape of the gaps (arrival: gamma): < 1 burstier "
                               "than Poisson, > 1 more regular; 1 is Poisson")
+    schedule: Literal["exact", "raw"] = Field(
+        "exact", description="open-loop load: `exact` rescales the drawn gaps so the schedule spans (n - 1) / rate "
+        "and offers the nominal rate exactly (shape and burstiness kept); `raw` sends at the gaps as drawn, whose "
+        "realised rate scatters by about 1/sqrt(n) around the nominal one")
     max_concurrency: int | None = Field(None, ge=1, le=limits.MAX_LOAD, description="open-loop load: at most this many requests in "
                                         "flight (a request due while full waits for a slot); default: no cap")
 

@@ -158,6 +158,7 @@ class MeasurementRow(Row):
     request_al_p10: float | None
     request_al_p50: float | None
     request_al_p90: float | None
+    offered_rate: float | None
     num_drafts: int | None
     num_draft_tokens: int | None
     num_accepted_tokens: int | None

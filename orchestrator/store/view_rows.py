@@ -55,6 +55,7 @@ class TrialResult(Row):
     request_al_p10: float | None
     request_al_p50: float | None
     request_al_p90: float | None
+    offered_rate: float | None
     repeats: int | None
     failed_requests: int | None
     acceptance_per_pos: list[float] | None

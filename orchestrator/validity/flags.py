@@ -18,6 +18,8 @@ Trial flags (from the trial's own windows):
   send_lag             open loop: the p99 of how late requests were sent against their schedule exceeded
                        measurement.max_send_lag_ms (the load generator could not keep the rate: the window
                        did not offer the load its row names)
+  rate_off             open loop: a window offered a rate more than RATE_TOLERANCE (5 %) away from the nominal
+                       request_rate (send lag, a max_concurrency cap holding sends back, or a raw schedule)
 Pairing flags (against the paired baseline):
   lossy?               temperature 0 and greedy_match_rate below measurement.lossless_threshold
   distribution_shift?  temperature > 0 and the first-token test's p-value < 0.01
@@ -34,6 +36,7 @@ from ..records import RequestOutput, WindowMetrics
 from ..states import TrialState
 
 CLIENT_CPU_LIMIT = 0.9
+RATE_TOLERANCE = 0.05  # rate_off: |offered / nominal - 1| above this
 
 
 def _bad(x: Any) -> bool:
@@ -42,7 +45,8 @@ def _bad(x: Any) -> bool:
 
 def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[list[RequestOutput]], max_tokens: int,
                 ignore_eos: bool, prefix_caching: bool, cv: float | None, noisy_cv: float,
-                engine_niceness: int | None = None, max_send_lag_ms: float | None = None) -> list[str]:
+                engine_niceness: int | None = None, max_send_lag_ms: float | None = None,
+                nominal_rate: float | None = None) -> list[str]:
     flags: list[str] = []
     k = k or 0
     if k >= 1:
@@ -76,6 +80,9 @@ def trial_flags(*, k: int | None, windows: list[WindowMetrics], outputs: list[li
         flags.append("low_priority")
     if max_send_lag_ms is not None and any((w.send_lag_ms_p99 or 0) > max_send_lag_ms for w in windows):
         flags.append("send_lag")
+    if nominal_rate is not None and math.isfinite(nominal_rate) and any(
+            w.offered_rate is not None and abs(w.offered_rate / nominal_rate - 1) > RATE_TOLERANCE for w in windows):
+        flags.append("rate_off")
     return flags
 
 
