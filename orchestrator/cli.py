@@ -69,9 +69,13 @@ def run(spec: Spec, store: Store = None, ray_address: RayAddress = None,
 
 
 @app.command()
-def results(sweep: Sweep, store: Store = None, fmt: Format = "table") -> None:
+def results(sweep: Sweep, store: Store = None, fmt: Format = "table",
+            wide: Annotated[bool, _opt("--wide", help="Every column (default: a compact table that hides "
+                                                      "columns, never values, to fit the terminal)")] = False,
+            columns: Annotated[Optional[str], _opt("--columns", help="These trial_results columns, e.g. "
+                                                   "label,concurrency,speedup,flags")] = None) -> None:
     """Print a sweep's results (one row per trial and load point, from the trial_results view)."""
-    _exit(sw.results, sw.ResultsArgs(sweep, store, fmt))
+    _exit(sw.results, sw.ResultsArgs(sweep, store, fmt, wide, columns))
 
 
 @app.command()

@@ -22,7 +22,7 @@ class QueryArgs:
 
 def query(a: QueryArgs) -> int:
     """One read-only statement (or a saved query) over the store, printed as a table, CSV or JSON."""
-    from ..render import print_records, query_table
+    from ..render import print_records, print_table, query_table
     from ..store.query import QueryError, run_query, saved_queries, saved_query
 
     if a.list_saved:
@@ -48,7 +48,7 @@ def query(a: QueryArgs) -> int:
     if a.fmt != "table":
         print_records(rows, a.fmt, console)
         return EXIT_OK
-    console.print(query_table(cols, rows, a.saved or None))
+    print_table(console, query_table(cols, rows, a.saved or None))
     console.print(f"{len(rows)} rows", highlight=False)
     return EXIT_OK
 

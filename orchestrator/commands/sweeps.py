@@ -78,16 +78,25 @@ class ResultsArgs:
     sweep: str
     store: str | None = None
     fmt: str = "table"
+    wide: bool = False
+    columns: str | None = None  # comma-separated trial_results columns
 
 
 def results(a: ResultsArgs) -> int:
     """Print a sweep's results (one row per trial and load point, from the trial_results view)."""
-    from ..render import print_results
+    from ..render import named_columns, print_results
 
     check_format(a.fmt)
+    names = [n.strip() for n in a.columns.split(",") if n.strip()] if a.columns is not None else None
+    if names is not None:
+        try:
+            named_columns(names)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     st = open_sweep_store(a.store, a.sweep)
     print_results(st.trial_results(a.sweep), a.fmt, console, title=f"sweep {a.sweep}",
-                  crossover=st.crossover(a.sweep), capacity=st.capacity_results(a.sweep))
+                  crossover=st.crossover(a.sweep), capacity=st.capacity_results(a.sweep),
+                  view="wide" if a.wide else "compact", names=names)
     return EXIT_OK
 
 
@@ -155,7 +164,7 @@ class CompareArgs:
 def compare(a: CompareArgs) -> int:
     """The points two sweeps share, side by side (B / A); FingerprintMismatch when their environments differ."""
     from ..compare import COMPARED_METRICS, compare_sweeps
-    from ..render import compare_table, print_records
+    from ..render import compare_table, print_records, print_table
 
     check_format(a.fmt)
     st = open_sweep_store(a.store, a.sweep_a, a.sweep_b)
@@ -165,7 +174,7 @@ def compare(a: CompareArgs) -> int:
     elif a.fmt != "table":
         print_records(rows, a.fmt, console)
     else:
-        console.print(compare_table(rows, COMPARED_METRICS, title=f"{a.sweep_b} / {a.sweep_a}"))
+        print_table(console, compare_table(rows, COMPARED_METRICS, title=f"{a.sweep_b} / {a.sweep_a}"))
     return EXIT_OK
 
 

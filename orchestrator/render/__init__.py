@@ -15,9 +15,10 @@ from .lines import (
                     validate_line,
 )
 from .progress import SweepConsole, TrainProgress, console, err_console
-from .tables import compare_table, format_cell, print_records, print_results, query_table, results_table, table_columns
+from .results_table import format_cell, named_columns, results_table, table_columns
+from .tables import compare_table, print_records, print_results, print_table, query_table
 
 __all__ = ["SweepConsole", "TRAIN_INTERRUPTED", "TrainProgress", "capacity_lines", "capacity_text", "compare_table",
-           "console", "crossover_lines", "db_revision_line", "err_console", "format_cell", "nightly_line",
-           "print_records", "print_results", "query_table", "recommendation_lines", "results_table",
+           "console", "crossover_lines", "db_revision_line", "err_console", "format_cell", "named_columns", "nightly_line",
+           "print_records", "print_results", "print_table", "query_table", "recommendation_lines", "results_table",
            "run_summary_line", "sweep_state_line", "table_columns", "train_summary_line", "validate_line"]

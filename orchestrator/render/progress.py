@@ -3,6 +3,7 @@ progress."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,16 @@ if TYPE_CHECKING:
     pass
 from .lines import capacity_text
 
-# Not a terminal (ray job logs, CI, pipes): a wide fixed width so result tables are not squeezed.
-console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+def _width(stream: object) -> int | None:
+    """The terminal's width; not a terminal (ray job logs, CI, pipes): $COLUMNS when set, else a wide 160."""
+    if getattr(stream, "isatty", lambda: False)() or os.environ.get("COLUMNS", "").isdigit():
+        return None  # rich reads the terminal, or $COLUMNS
+    return 160
+
+
+console = Console(stderr=False, width=_width(sys.stdout))
+err_console = Console(stderr=True, width=_width(sys.stderr))
 
 
 class SweepConsole:

@@ -1,5 +1,5 @@
-"""Rows as the user reads them: the results table (console and HTML report cells), CSV and JSON, the comparison
-and query tables."""
+"""Rows as the user reads them: the results table with the lines below it (its columns and cells: results_table.py),
+CSV and JSON, the comparison and query tables."""
 
 from __future__ import annotations
 
@@ -10,106 +10,23 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from ..controller.plan import load_text
-from ..states import TrialRole, TrialState
+from ..states import TrialState
 from ..store import CapacityResult, CrossoverRow, TrialResult
 
 if TYPE_CHECKING:
     from ..compare import ComparedPoint
 
 from .lines import capacity_lines, crossover_lines
-
-# (column in trial_results, header, format)
-TABLE_COLUMNS = [
-    ("trial", "#", "{}"),
-    ("label", "method", "{}"),
-    ("num_speculative_tokens", "K", "{}"),
-    ("dataset", "dataset", "{}"),
-    ("concurrency", "conc", "{}"),
-    ("request_rate", "rate req/s", "rate"),
-    ("output_tok_s", "out tok/s", "{:.1f}"),
-    ("speedup", "speedup [CI]", "speedup"),
-    ("ttft_ms_p50", "TTFT p50 ms", "{:.0f}"),
-    ("tpot_ms_p50", "TPOT p50 ms", "{:.1f}"),
-    ("acceptance_length", "AL", "{:.2f}"),
-    ("request_al_p50", "req AL p10/50/90", "request_al"),
-    ("decode_tokens_per_step", "tok/step", "{:.2f}"),
-    ("step_cost_ratio", "step cost", "{:.2f}"),
-    ("identity_residual", "identity resid", "{:+.0%}"),
-    ("verify_ms_per_step", "verify/draft/other ms", "step_split"),
-    ("greedy_match_rate", "same out", "{:.2f}"),
-    ("slo_attainment", "SLO met", "{:.0%}"),
-    ("goodput_req_s", "goodput req/s", "{:.2f}"),
-    ("state", "state", "{}"),
-    ("on_pareto_front", "best", "flag"),
-    ("flags", "flags", "{}"),
-]
-
-
-# shown only when some row has a value (open-loop load points, measurement.slo)
-OPTIONAL_COLUMNS = ("request_rate", "slo_attainment", "goodput_req_s", "request_al_p50", "decode_tokens_per_step",
-                    "step_cost_ratio", "identity_residual", "verify_ms_per_step")
-
-# formats that join several columns into one cell: request-level AL p10/p50/p90 (median over windows), and the
-# time per engine step inside the model runner: target forward / drafter / the rest
-JOINED_CELLS = {
-    "request_al": (("request_al_p10", "request_al_p50", "request_al_p90"), "{:.2f}"),
-    "step_split": (("verify_ms_per_step", "drafter_ms_per_step", "other_ms_per_step"), "{:.1f}"),
-}
-
-
-def table_columns(rows: list[TrialResult]) -> list[tuple[str, str, str]]:
-    """TABLE_COLUMNS less the optional ones no row has a value for."""
-    return [c for c in TABLE_COLUMNS if c[0] not in OPTIONAL_COLUMNS or any(r.column(c[0]) is not None for r in rows)]
+from .results_table import results_table
 
 
 def _json_safe(v: Any) -> Any:
     """JSON has no infinity: a request rate of inf is written as the string "inf"."""
     return "inf" if isinstance(v, float) and math.isinf(v) else v
-
-
-def _speedup(row: TrialResult) -> str:
-    s = row.speedup
-    if s is None:
-        return "-" if row.role != TrialRole.PAIRED_BASELINE else "(baseline)"
-    lo, hi = row.speedup_ci_low, row.speedup_ci_high
-    return f"{s:.2f} [{lo:.2f}-{hi:.2f}]" if lo is not None and hi is not None else f"{s:.2f}"
-
-
-def format_cell(value: Any, fmt: str, row: TrialResult) -> str:
-    """A trial_results value as the results table shows it (console and HTML report)."""
-    if fmt == "speedup":
-        return _speedup(row)
-    if value is None:
-        return "-"
-    if fmt in JOINED_CELLS:  # several columns of the row in one cell, "a/b/c"
-        columns, number = JOINED_CELLS[fmt]
-        return "/".join("-" if row.column(c) is None else number.format(row.column(c)) for c in columns)
-    if fmt == "rate":
-        return "inf" if math.isinf(value) else f"{value:g}"
-    if fmt == "flag":  # booleans come back as 0/1 from SQLite views
-        return "*" if value else ""
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
-
-
-def results_table(rows: list[TrialResult], title: str = "") -> Table:
-    backends = sorted({r.backend for r in rows})
-    if "fake" in backends:
-        title += "  [bold red](backend=fake: simulated, not a measurement)[/]"
-    table = Table(title=title, show_lines=False)
-    columns = table_columns(rows)
-    for _, header, _ in columns:
-        table.add_column(header, justify="left" if header in ("method", "dataset", "state", "flags") else "right")
-    for r in rows:
-        cells = [format_cell(r.column(col), fmt, r) for col, _, fmt in columns]
-        style = "red" if r.state == TrialState.FAIL else None
-        table.add_row(*cells, style=style)
-    return table
 
 
 class Record(Protocol):
@@ -138,11 +55,19 @@ def print_records(rows: Sequence[Record | Mapping[str, Any]], fmt: str, console:
 
 
 def print_results(rows: list[TrialResult], fmt: str, console: Console, title: str = "",
-                  crossover: list[CrossoverRow] | None = None, capacity: list[CapacityResult] | None = None) -> None:
+                  crossover: list[CrossoverRow] | None = None, capacity: list[CapacityResult] | None = None,
+                  view: str = "compact", names: list[str] | None = None) -> None:
+    """A sweep's results: a table fitted to the console (results_table.py) and the lines below it, or every
+    column as CSV / JSON. `view`: compact | wide; `names`: the trial_results columns to show (--columns)."""
     if fmt in ("json", "csv"):
         print_records(rows, fmt, console)
     else:
-        console.print(results_table(rows, title))
+        fitted = results_table(rows, title, console, view, names)
+        _print_whole(console, fitted.table, fitted.width)
+        if fitted.hidden:
+            console.print(f"hidden: {', '.join(fitted.hidden)} (--wide shows every column)", highlight=False)
+        if view == "compact" and not names and any(r.on_pareto_front for r in rows):
+            console.print("* best: on the Pareto front of the sweep's objectives", highlight=False)
         for line in crossover_lines(crossover or []):
             console.print(f"crossover: {line}")
         for line in capacity_lines(capacity or []):
@@ -159,6 +84,21 @@ def print_results(rows: list[TrialResult], fmt: str, console: Console, title: st
                               f"{r.error.splitlines()[0][:300]}")
 
 
+def print_table(console: Console, table: Table) -> None:
+    """Print a table whole (`compare`, `query`): never squeezed into the console's width."""
+    _print_whole(console, table, Measurement.get(console, console.options.update(width=100_000), table).maximum)
+
+
+def _print_whole(console: Console, table: Table, width: int) -> None:
+    """Print `table` at least `width` wide (rich would squeeze it into the console's width, cutting values): a
+    line wider than the terminal wraps there, whole."""
+    if width <= console.width:
+        console.print(table)
+        return
+    Console(file=console.file, width=width, color_system=console.color_system,  # type: ignore[arg-type]
+            force_terminal=console.is_terminal, highlight=False).print(table)
+
+
 def _load(row: TrialResult) -> str:
     return load_text(row.concurrency, row.request_rate)
 
@@ -167,7 +107,7 @@ def compare_table(rows: list[ComparedPoint], metrics: tuple[str, ...], title: st
     """`specsweep compare`: A | B | B/A for each metric of each shared point."""
     table = Table(title=title)
     for h in ("method", "K", "dataset", "load", *[f"{m} A | B | B/A" for m in metrics]):
-        table.add_column(h, justify="left" if h in ("method", "dataset") else "right")
+        table.add_column(h, justify="left" if h in ("method", "dataset") else "right", no_wrap=True)
 
     def f(v):
         return "-" if v is None else f"{v:.3g}"
@@ -182,7 +122,7 @@ def compare_table(rows: list[ComparedPoint], metrics: tuple[str, ...], title: st
 def query_table(cols: list[str], rows: list[dict], title: str | None) -> Table:
     table = Table(title=title)
     for c in cols:
-        table.add_column(c)
+        table.add_column(c, no_wrap=True)
     for r in rows:
         table.add_row(*["" if r[c] is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in cols])
     return table
