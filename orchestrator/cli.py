@@ -185,6 +185,14 @@ def db_current(store: Store = None) -> None:
     _exit(sto.db_current, sto.DbArgs(store))
 
 
+@db_app.command("roles")
+def db_roles(store: Store = None, prefix: Annotated[str, _opt(
+        "--prefix", help="Role names: PREFIX_owner, PREFIX_writer, PREFIX_reader")] = "specsweep") -> None:
+    """PostgreSQL: create an owner role (runs migrations), a writer role (controllers; no DDL) and a read-only role
+    (SELECT on every table and view, also those later migrations add), connected as a superuser."""
+    _exit(sto.db_roles, sto.RolesArgs(store, prefix))
+
+
 _T = TrainSettings()  # the library's defaults, shown by --help
 
 

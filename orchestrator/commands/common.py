@@ -39,6 +39,16 @@ def open_sweep_store(store: str | None, *sweeps: str) -> Store:
     return st
 
 
+def warn_if_privileged(url: str) -> None:
+    """`query` and `report`: one note when the connection's PostgreSQL user could do more than read."""
+    from ..store.roles import store_privileges
+
+    privileges = store_privileges(url)
+    note = privileges.warning() if privileges else None
+    if note:
+        err_console.print(f"[yellow]{note}[/]", highlight=False)
+
+
 def engine_output(verbose: bool) -> None:
     """--verbose: engine actors print to the console at vLLM's INFO level (engines/engine_log.py)."""
     if verbose:

@@ -1,4 +1,4 @@
-"""The store commands: query, db upgrade, db current."""
+"""The store commands: query, db upgrade, db current, db roles."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..errors import EXIT_OK
 from ..store.urls import display_url, normalize_url, resolve_store_url
-from .common import UsageError, check_format, console, open_store
+from .common import UsageError, check_format, console, open_store, warn_if_privileged
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ def query(a: QueryArgs) -> int:
         cols, rows = run_query(resolve_store_url(a.store), text_sql, params, timeout_s=a.timeout_s)
     except QueryError as e:
         raise UsageError(str(e)) from None
+    warn_if_privileged(normalize_url(resolve_store_url(a.store)))
     if a.fmt != "table":
         print_records(rows, a.fmt, console)
         return EXIT_OK
@@ -84,4 +85,28 @@ def db_current(a: DbArgs) -> int:
     finally:
         engine.dispose()
     console.print(f"{display_url(url)}: revision {rev or '(empty database)'}; newest {head_revision()}")
+    return EXIT_OK
+
+
+@dataclass(frozen=True)
+class RolesArgs:
+    store: str | None = None
+    prefix: str = "specsweep"
+
+
+def db_roles(a: RolesArgs) -> int:
+    """Create the owner, writer and read-only roles of a PostgreSQL store (store/roles.py), printing each grant."""
+    from ..errors import StoreError
+    from ..store.roles import create_roles
+
+    url = normalize_url(resolve_store_url(a.store))
+    try:
+        roles = create_roles(url, a.prefix)
+    except StoreError as e:
+        raise UsageError(str(e)) from None
+    for sql in roles.statements:
+        console.print(f"  {sql}", highlight=False, soft_wrap=True)
+    console.print(f"{display_url(url)}: roles {roles.owner} (migrations: `specsweep db upgrade`), {roles.writer} "
+                  f"(controllers: `specsweep run`), {roles.reader} (read-only: `query`, `report`, SQL clients); "
+                  f"set passwords with ALTER ROLE ... PASSWORD where the server asks for one", highlight=False)
     return EXIT_OK

@@ -7,7 +7,17 @@ from pathlib import Path
 
 from ..errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, EXIT_TRIALS_FAILED
 from ..spec import LoadedSpec, load_spec
-from .common import UsageError, call, check_format, console, engine_output, err_console, open_store, open_sweep_store
+from .common import (
+    UsageError,
+    call,
+    check_format,
+    console,
+    engine_output,
+    err_console,
+    open_store,
+    open_sweep_store,
+    warn_if_privileged,
+)
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,7 @@ def report(a: ReportArgs) -> int:
     from ..report.browser import BrowserError
 
     st = open_sweep_store(a.store, *([a.sweep, a.compare] if a.compare else [a.sweep]))
+    warn_if_privileged(st.url)
     try:
         from ..report import build_report
 
