@@ -9,6 +9,7 @@ EXIT_OK = 0
 EXIT_TRIALS_FAILED = 1  # the sweep ran, but one or more trials failed
 EXIT_BAD_INPUT = 2  # spec / arguments refused before anything ran or was written
 EXIT_REGRESSION = 3  # specsweep nightly: a regression was detected
+EXIT_STORE_UNREACHABLE = 4  # the store stayed unreachable past SPECSWEEP_STORE_RETRY_S: stopped, rerun to resume
 EXIT_INTERRUPTED = 130
 
 
@@ -37,6 +38,14 @@ class SpecError(Exception):
 
 class StoreError(Exception):
     """The results store cannot be opened or written."""
+
+
+class StoreUnavailable(StoreError):
+    """The store stayed unreachable past the retry bound (store/outage.py): the command stopped."""
+
+
+class StoreLeaseLost(StoreError):
+    """While the store was unreachable another controller took this one's lease: nothing more is written."""
 
 
 class StoreConflict(StoreError):

@@ -65,7 +65,8 @@ def call(command: Callable[[A], int], args: A) -> int:
     """Run one command and return its exit code: the one place where errors become exit codes and one-line
     messages (2: bad input, nothing run or written; 130: interrupted). Tracebacks are for bugs only."""
     from ..controller.lease import LeaseHeld, LeaseSettingError
-    from ..errors import EXIT_BAD_INPUT, SpecError, StoreError
+    from ..errors import EXIT_BAD_INPUT, EXIT_STORE_UNREACHABLE, SpecError, StoreError, StoreUnavailable
+    from ..store.outage import RetrySettingError
     from ..validity import FingerprintMismatch
 
     try:
@@ -73,7 +74,10 @@ def call(command: Callable[[A], int], args: A) -> int:
     except SpecError as e:  # every issue of a refused spec: file:line: field: what is allowed
         for issue in e.issues:
             err_console.print(f"[red]error:[/] {issue}", highlight=False, soft_wrap=True)
-    except (UsageError, StoreError, LeaseHeld, LeaseSettingError, FingerprintMismatch) as e:
+    except StoreUnavailable as e:  # before StoreError: its own exit code (the sweep resumes on a rerun)
+        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        return EXIT_STORE_UNREACHABLE
+    except (UsageError, StoreError, LeaseHeld, LeaseSettingError, RetrySettingError, FingerprintMismatch) as e:
         err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
     except Interrupted as e:
         err_console.print(f"[yellow]{e}[/]")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..records import TrialSummary
+from ..store.outage import StoreReachable as StoreReachable  # the store's outage events (store/outage.py)
+from ..store.outage import StoreUnreachable as StoreUnreachable
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ class CapacityFound:
 
 Event = (Note | SweepWarning | SweepPlanned | RayConnected | PoolSized | EngineStarting | EngineReady | EngineFailed
          | EngineRetired | TrialStarted | WindowDone | TrialDone | TrialFailed | SweepInterrupted | NightlySweepStarted
-         | CapacityFound)
+         | CapacityFound | StoreUnreachable | StoreReachable)
 Listener = Callable[[Event], None]
 
 

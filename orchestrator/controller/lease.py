@@ -16,8 +16,9 @@ import threading
 import uuid
 from typing import Callable, Literal
 
+from ..errors import StoreLeaseLost
 from ..store import Store
-from ..store.leases import LeaseHolder
+from ..store.leases import LeaseHolder, renew_on
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -75,6 +76,9 @@ class Lease:
             how = ("broken (--break-lease)" if self.force else "its process is gone" if self._dead(h)
                    else f"stale: no heartbeat for {h.heartbeat_age_s:.0f} s")
             self.note(f"took over the lease of {self.what} from {h.host} pid {h.pid} ({how})")
+        # after a store outage, every retried write first checks on the new connection that the lease is still
+        # ours: a controller whose lease was taken over meanwhile stops without writing (store/outage.py)
+        self.store.db.outage.guard = lambda conn: renew_on(conn, self.name, self.owner)
         self._thread = threading.Thread(target=self._beat, name=f"lease-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -98,10 +102,14 @@ class Lease:
                 if not self.store.renew_lease(self.name, self.owner):
                     self.lost.set()
                     return
-            except Exception:  # the database is unreachable for a moment: try again next beat
+            except StoreLeaseLost:
+                self.lost.set()
+                return
+            except Exception:  # unreachable past the retry bound: the main loop stops on its own store error
                 continue
 
     def __exit__(self, *exc: object) -> Literal[False]:
+        self.store.db.outage.guard = None
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)

@@ -19,7 +19,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> str:
 
     to_driver = engine_log_mode() == "console"
     if address and address != "local":
-        ray.init(address=address, log_to_driver=to_driver)
+        ray.init(address=address, log_to_driver=to_driver, configure_logging=False)
         return f"cluster at {address}"
     # address="local" always starts a new private instance (ports chosen free), never attaching to a
     # cluster it happens to find. Its workers (the engines) run at niceness 0, not Ray's default 15: at 15 the

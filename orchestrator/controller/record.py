@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import StoreLeaseLost, StoreUnavailable
 from ..metrics import median_over_repeats
 from ..records import CompletedTrial, TrialSummary
 from ..spec.models import SweepSpec
@@ -80,5 +81,7 @@ class TrialRecorder:
             number = self.book.tell(run.handle, run.params, run.trial_id, summary)
             if run.handle is None:
                 self.store.update_trial(run.trial_id, optuna_trial_number=number)
+        except (StoreUnavailable, StoreLeaseLost):
+            raise  # the store is gone or no longer ours: the controller stops
         except Exception as e:
             self.warn(f"optuna bookkeeping failed for trial row {run.trial_id}: {e}")

@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import StoreLeaseLost
 from ..records import OpenLoopLoad, SloThresholds, TrialSummary
 from ..spec import LoadedSpec
 from ..spec.models import SweepSpec
-from ..states import SweepStatus, TrialState
+from ..states import SweepStatus, TrialRole, TrialState
 from ..store import Store
 from . import events as ev
 from .capacity import CapacityResult, CapacityStrategy, capacity_record
@@ -145,7 +146,7 @@ class SweepController:
         if orphans:
             emit(ev.Note(f"{orphans} trials a dead controller left RUNNING go back to PENDING and run again"))
         warn = lambda message: emit(ev.SweepWarning(message))  # noqa: E731
-        self.book = StudyBook(study, self.spec.search, prepared.space.distributions)
+        self.book = StudyBook(study, self.spec.search, prepared.space.distributions, retry=store.db.retry)
         self.baselines = Baselines(store, self.sweep_id, PairingSettings(
             prepared.sampling.temperature, self.spec.measurement, self.spec.search.seed), warn)
         self.recorder = TrialRecorder(store, self.spec, prepared.sampling.max_tokens, prepared.sampling.ignore_eos,
@@ -162,6 +163,7 @@ class SweepController:
             grid = reconcile_grid(self.store, self.sweep_id, self.p.space, s.n_trials, m.paired_baseline,
                                   self.retry_failed)
             self.outcome.skipped = grid.skipped
+            self._tell_untold()
             return GridStrategy(grid.runs, m.repeats, rotated=m.order == "rotated" and m.repeats > 1)
         work = reconcile_adaptive(self.store, self.sweep_id, s.n_trials, self.retry_failed)
         self.outcome.skipped = work.skipped
@@ -169,6 +171,19 @@ class SweepController:
         return AdaptiveStrategy(self.book, self.p.space, self.recorder, self.baselines, work, sweep_id=self.sweep_id,
                                 repeats=m.repeats, paired_baseline=m.paired_baseline, deadline=deadline,
                                 stored_summary=self._stored_summary)
+
+    def _tell_untold(self) -> None:
+        """Grid trials a stopped controller finished but never told Optuna (it stopped between the two writes:
+        killed, or the store became unreachable): told now, so no finished trial is missing from the study."""
+        for r in self.store.trials(self.sweep_id):
+            if r.role != TrialRole.SEARCH or r.optuna_trial_number is not None or r.state not in (
+                    TrialState.COMPLETE, TrialState.FAIL):
+                continue
+            number = self.book.told_number(r.params)  # told, but its number not stored
+            if number is None:
+                summary = self._stored_summary(r.id) if r.state == TrialState.COMPLETE else None
+                number = self.book.tell(None, r.params, r.id, summary)
+            self.store.update_trial(r.id, optuna_trial_number=number)
 
     def _capacity_found(self, result: CapacityResult) -> None:
         """A configuration's capacity search ended: store it, say it."""
@@ -202,7 +217,7 @@ class SweepController:
         try:
             with _SignalGuard() as guard:
                 self._loop(pool, guard)
-        except LeaseLost as e:
+        except (LeaseLost, StoreLeaseLost) as e:
             pool.interrupt(str(e))  # engines killed; the rows belong to the controller that took the lease
             self.outcome.interrupted = True
             self.emit(ev.SweepInterrupted(str(e)))
@@ -382,6 +397,7 @@ def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = Non
     t_start = time.perf_counter()
     name = new_name or loaded.spec.name
     prepared = prepare(loaded, store, name, emit)
+    store.db.outage.listener = emit  # one line when the store becomes unreachable, one when it is back
     with Lease(store, f"sweep:{name}", f"sweep {name!r}", timeout_s=lease_timeout_s, force=break_lease,
                note=lambda message: emit(ev.Note(message))) as lease:
         return SweepController(loaded, store, name, emit, retry_failed, prepared, t_start, lease).run(ray_address)

@@ -89,18 +89,23 @@ class StudyBook:
     Trial numbers are sequential per study, and one controller at a time writes a sweep's study, so the
     number of an added trial is the count of trials before it (no private storage call needed)."""
 
-    def __init__(self, study: optuna.Study, search: SearchSpec, distributions: Callable[[dict[str, Any]], dict[str, Any]]):
+    def __init__(self, study: optuna.Study, search: SearchSpec, distributions: Callable[[dict[str, Any]], dict[str, Any]],
+                 retry: Callable[[Callable[[], Any]], Any] = lambda operation: operation()):
         self.study, self.search, self.distributions = study, search, distributions
+        self.retry = retry  # the store's outage policy (store/outage.py): Optuna's storage is the same database
         self.row_of_number: dict[int, int] = {}  # Optuna trial number -> sweep_trials row id
-        self._next_number = len(study.get_trials(deepcopy=False))
+        self._next_number = self._count()
+
+    def _count(self) -> int:
+        return len(self.study.get_trials(deepcopy=False))
 
     def ask(self) -> optuna.Trial:
-        trial = self.study.ask()
+        trial: optuna.Trial = self.retry(self.study.ask)
         self._next_number = trial.number + 1
         return trial
 
     def enqueue(self, params: dict[str, Any]) -> None:
-        self.study.enqueue_trial(params, skip_if_exists=False)
+        self.retry(lambda: self.study.enqueue_trial(params, skip_if_exists=False))
 
     def tell(self, handle: optuna.Trial | None, params: dict[str, Any], row_id: int,
              summary: TrialSummary | None) -> int:
@@ -111,26 +116,41 @@ class StudyBook:
         if handle is not None:
             for key, value in constraints.items():
                 handle.set_constraint(key, value)
-            if values is None:
-                self.study.tell(handle, state=TrialState.FAIL)
-            else:
-                self.study.tell(handle, values if len(values) > 1 else values[0])
+            self.retry(lambda: self._tell(handle, values))
             number = handle.number
         else:
             frozen = optuna.trial.create_trial(
                 state=TrialState.COMPLETE if values is not None else TrialState.FAIL, values=values, params=params,
                 distributions=self.distributions(params), constraints=constraints or None)
-            self.study.add_trial(frozen)
             number = self._next_number
+
+            def add() -> None:  # a retry after an unacknowledged commit finds the trial there: never added twice
+                if self._count() <= number:
+                    self.study.add_trial(frozen)
+
+            self.retry(add)
             self._next_number += 1
         self.row_of_number[number] = row_id
         return number
+
+    def told_number(self, params: dict[str, Any]) -> int | None:
+        """The number of a finished trial of the study with exactly these parameters (grid points are unique)."""
+        trials = self.retry(lambda: self.study.get_trials(deepcopy=False))
+        return next((t.number for t in trials if t.state.is_finished() and t.params == params), None)
+
+    def _tell(self, handle: optuna.Trial, values: list[float] | None) -> None:
+        if self.study.get_trials(deepcopy=False)[handle.number].state.is_finished():
+            return  # told by an attempt whose commit was not acknowledged
+        if values is None:
+            self.study.tell(handle, state=TrialState.FAIL)
+        else:
+            self.study.tell(handle, values if len(values) > 1 else values[0])
 
     def best_rows(self, stored_numbers: dict[int, int]) -> list[int]:
         """Row ids of the study's best trials (the Pareto front with several objectives). `stored_numbers`:
         trial number -> row id as stored (this run's own numbers take precedence)."""
         try:
-            front = self.study.best_trials
+            front = self.retry(lambda: self.study.best_trials)
         except Exception:  # e.g. no completed trial yet
             front = []
         rows = {**stored_numbers, **self.row_of_number}

@@ -103,6 +103,11 @@ class SweepConsole:
             c.print(f"note: {event.message}")
         elif isinstance(event, ev.SweepWarning):
             self.err.print(f"[yellow]warning:[/] {event.message}")
+        elif isinstance(event, ev.StoreUnreachable):
+            self.err.print(f"[yellow]store unreachable:[/] {event.store}: {event.reason}; retrying for up to "
+                           f"{event.retry_s:g} s (SPECSWEEP_STORE_RETRY_S)", highlight=False, soft_wrap=True)
+        elif isinstance(event, ev.StoreReachable):
+            self.err.print(f"store reachable again after {_duration(event.after_s)}: {event.store}", highlight=False)
         elif isinstance(event, ev.RayConnected):
             c.print(f"ray: {event.description}")
         elif isinstance(event, (ev.EngineStarting, ev.EngineReady, ev.EngineFailed)):

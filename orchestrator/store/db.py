@@ -1,18 +1,22 @@
 """One engine per store and one transaction helper: the only place where a driver error becomes a StoreError
-(naming the store, password masked). Every repository of the store (store/*.py) reads and writes through it."""
+(naming the store, password masked). Every repository of the store (store/*.py) reads and writes through it;
+`retry` runs a whole operation through a store outage (store/outage.py)."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreConflict, StoreError
+from .outage import OutagePolicy
 from .urls import display_url, normalize_url
+
+T = TypeVar("T")
 
 
 def _reason(e: SQLAlchemyError) -> str:
@@ -45,6 +49,7 @@ class Database:
             self.engine: Engine = create_engine(self.url, future=True, pool_pre_ping=True)
         except Exception as e:
             raise StoreError(f"cannot open store {display_url(url)}: {type(e).__name__}") from None
+        self.outage = OutagePolicy(self.display_url)
         if self.engine.dialect.name == "sqlite":
             @event.listens_for(self.engine, "connect")
             def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
@@ -82,6 +87,22 @@ class Database:
                 yield conn
         except SQLAlchemyError as e:
             raise self._translate(e, doing) from e
+
+    def retry(self, operation: Callable[[], T]) -> T:
+        """`operation()` (whole: its reads and its transaction), retried through connection errors once this
+        store has been reached; before each retry the lease guard, if set, runs on a fresh connection."""
+        if not self.outage.reached:  # unreachable from the start (a wrong host, a typo): say so at once
+            result = operation()
+            self.outage.reached = True
+            return result
+        return self.outage.run(operation, self._guard_allows if self.outage.guard is not None else None)
+
+    def _guard_allows(self) -> bool:
+        guard = self.outage.guard
+        if guard is None:
+            return True
+        with self.engine.begin() as conn:
+            return guard(conn)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -83,9 +83,14 @@ def acquire(db: Database, name: str, owner: str, host: str, pid: int, stale_afte
 def renew(db: Database, name: str, owner: str) -> bool:
     """Heartbeat; False when the lease is no longer ours (taken over or broken)."""
     with db.write(f"renewing lease {name}") as conn:
-        res = conn.execute(update(leases).where(leases.c.name == name, leases.c.owner == owner)
-                           .values(heartbeat_at=db_now(conn)))
-        return res.rowcount == 1
+        return renew_on(conn, name, owner)
+
+
+def renew_on(conn: Connection, name: str, owner: str) -> bool:
+    """The heartbeat's statement on an open transaction (also the outage guard: store/outage.py)."""
+    res = conn.execute(update(leases).where(leases.c.name == name, leases.c.owner == owner)
+                       .values(heartbeat_at=db_now(conn)))
+    return res.rowcount == 1
 
 
 def release(db: Database, name: str, owner: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import delete, insert, select, text, update
 
 from .db import Database, new_id
 from .inserts import NewVerdict
@@ -24,6 +24,9 @@ class NightlyRepository:
 
     def add_nightly_sweep(self, run_id: int, sweep_id: int, spec_name: str) -> None:
         with self.db.write(f"recording a sweep of nightly run {run_id}") as conn:
+            if conn.execute(select(nightly_sweeps.c.run_id).where(
+                    nightly_sweeps.c.run_id == run_id, nightly_sweeps.c.sweep_id == sweep_id)).first() is not None:
+                return  # recorded by an attempt whose commit was not acknowledged
             conn.execute(insert(nightly_sweeps).values(run_id=run_id, sweep_id=sweep_id, spec_name=spec_name))
 
     def finish_nightly_run(self, run_id: int, status: str, regressions: int) -> None:
@@ -44,6 +47,9 @@ class NightlyRepository:
     def add_verdicts(self, rows: list[NewVerdict]) -> None:
         if rows:
             with self.db.write(f"storing the verdicts of nightly run {rows[0].run_id}") as conn:
+                # replaces the same trials' verdicts of this run: a retried write never stores them twice
+                conn.execute(delete(nightly_verdicts).where(nightly_verdicts.c.run_id == rows[0].run_id,
+                                                            nightly_verdicts.c.trial_id.in_({r.trial_id for r in rows})))
                 conn.execute(insert(nightly_verdicts), [asdict(r) for r in rows])
 
     def nightly_history(self, run_id: int) -> list[NightlyHistoryRow]:

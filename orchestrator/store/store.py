@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from typing import Any, Callable
+
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -42,6 +46,7 @@ class Store(SweepRepository, TrialRepository, ResultRepository, DecisionReposito
 
         try:
             self.schema_revisions = initialise(self.engine)
+            self.db.outage.reached = True
         except OperationalError as e:
             raise StoreError(f"cannot reach store {self.display_url}: {e.orig}") from None
         except SQLAlchemyError as e:
@@ -49,3 +54,19 @@ class Store(SweepRepository, TrialRepository, ResultRepository, DecisionReposito
 
     def dispose(self) -> None:
         self.db.dispose()
+
+
+def _through_outages(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: Store, *args: Any, **kwargs: Any) -> Any:
+        return self.db.retry(lambda: method(self, *args, **kwargs))
+
+    return call
+
+
+# Every public repository method is one operation retried through a store outage (store/outage.py).
+for _repository in (SweepRepository, TrialRepository, ResultRepository, DecisionRepository, NightlyRepository,
+                    LeaseRepository):
+    for _name, _method in vars(_repository).items():
+        if not _name.startswith("_") and inspect.isfunction(_method):
+            setattr(Store, _name, _through_outages(_method))

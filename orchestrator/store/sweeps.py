@@ -30,6 +30,9 @@ class SweepRepository:
 
     def create_sweep(self, name: str, spec_hash: str, spec: dict[str, Any], spec_path: str) -> int:
         with self.db.write(f"creating sweep {name!r}") as conn:
+            found = conn.execute(select(sweeps.c.id, sweeps.c.spec_hash).where(sweeps.c.name == name)).first()
+            if found is not None and found.spec_hash == spec_hash:  # an unacknowledged commit of this very call
+                return int(found.id)
             res = conn.execute(insert(sweeps).values(name=name, spec_hash=spec_hash, spec=spec, spec_path=spec_path,
                                                      status=SweepStatus.RUNNING, created_at=now()))
             return new_id(res)

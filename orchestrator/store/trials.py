@@ -37,16 +37,24 @@ class TrialRepository:
     db: Database
 
     def add_trials(self, sweep_id: int, trials: list[NewTrial]) -> list[int]:
-        """Insert PENDING trials (the whole plan is visible before anything runs)."""
-        ids = []
+        """Insert PENDING trials (the whole plan is visible before anything runs). Idempotent through a store
+        outage: the trial numbers are fixed first, and a retry after a commit whose outcome was unknown finds
+        its rows instead of adding them twice."""
+        with self.db.read(f"numbering trials of sweep id {sweep_id}") as conn:
+            start = int(conn.execute(select(func.coalesce(func.max(sweep_trials.c.trial_number), -1))
+                                     .where(sweep_trials.c.sweep_id == sweep_id)).scalar_one()) + 1
+        return self.db.retry(lambda: self._insert_trials(sweep_id, start, trials))
+
+    def _insert_trials(self, sweep_id: int, start: int, trials: list[NewTrial]) -> list[int]:
         with self.db.write(f"planning trials of sweep id {sweep_id}") as conn:
-            start = conn.execute(select(func.coalesce(func.max(sweep_trials.c.trial_number), -1))
-                                 .where(sweep_trials.c.sweep_id == sweep_id)).scalar_one() + 1
-            for i, t in enumerate(trials):
-                res = conn.execute(insert(sweep_trials).values(
-                    sweep_id=sweep_id, trial_number=start + i, state=TrialState.PENDING, created_at=now(), **asdict(t)))
-                ids.append(new_id(res))
-        return ids
+            found = conn.execute(select(sweep_trials.c.id, sweep_trials.c.point_key).where(
+                sweep_trials.c.sweep_id == sweep_id, sweep_trials.c.trial_number >= start,
+                sweep_trials.c.trial_number < start + len(trials)).order_by(sweep_trials.c.trial_number)).all()
+            if found and [k for _, k in found] == [t.point_key for t in trials]:
+                return [int(i) for i, _ in found]  # written by an attempt whose commit was not acknowledged
+            return [new_id(conn.execute(insert(sweep_trials).values(
+                sweep_id=sweep_id, trial_number=start + i, state=TrialState.PENDING, created_at=now(), **asdict(t))))
+                for i, t in enumerate(trials)]
 
     def trials(self, sweep_id: int) -> list[TrialRow]:
         with self.db.read(f"reading the trials of sweep id {sweep_id}") as conn:
@@ -117,8 +125,13 @@ class TrialRepository:
 
     def complete_trial(self, trial_id: int, trial: CompletedTrial) -> None:
         """Write a trial's measurements, summary and request outputs, and mark it COMPLETE — in one
-        transaction, so a crash leaves either all of it or none of it."""
+        transaction, so a crash leaves either all of it or none of it. Idempotent: a retry after a commit whose
+        outcome was unknown (store/outage.py) finds the trial COMPLETE and writes nothing twice."""
         with self.db.write(f"completing trial row {trial_id}") as conn:
+            state = conn.execute(select(sweep_trials.c.state).where(sweep_trials.c.id == trial_id)
+                                 .with_for_update()).scalar()
+            if state == TrialState.COMPLETE:
+                return
             for repeat, w in enumerate(trial.windows):
                 m = w.metrics
                 res = conn.execute(insert(sweep_measurements).values(
