@@ -9,11 +9,13 @@ Same on both sides: the demo model (SmolLM2-135M-Instruct), dtype, enforce_eager
 KV cache, seed 0; random prompts of --input-len tokens, --output-len tokens with ignore_eos, --prompts prompts,
 closed loop at each --concurrency, or (--request-rate) open loop at each rate: Poisson arrivals (the peer's
 `--request-rate R --burstiness 1.0`, specsweep's `space.request_rate` with `arrival: poisson`). Prints output tok/s, TPOT p50 and TTFT p50 of each side and the ratios
-specsweep / peer (the peer's figure: the mean of its before and after runs).
+specsweep / peer (the peer's figure: the mean of its before and after runs). Open loop also prints the rate each
+side's window really offered, from its own send times (specsweep: trial_results.offered_rate; the peer: the
+start_times vllm bench serve returns).
 
     .venv/bin/python benchmarks/parity_bench_serve.py                       # concurrency 1 and 4
     .venv/bin/python benchmarks/parity_bench_serve.py --niceness 15 0       # specsweep's engines at nice 15, then 0
-    .venv/bin/python benchmarks/parity_bench_serve.py --request-rate 1.5      # open loop (issue 16)
+    .venv/bin/python benchmarks/parity_bench_serve.py --request-rate 1.5 --prompts 128   # open loop (issues 16, 51)
     .venv/bin/python benchmarks/parity_bench_serve.py --busy 1 --no-peer --niceness 15 0
         # a busy neighbour (one process spinning at nice 0 throughout): what the engines' niceness does
 """
@@ -46,8 +48,11 @@ from vllm.benchmarks.serve import add_cli_args, main
 p = FlexibleArgumentParser()
 add_cli_args(p)
 r = main(p.parse_args(sys.argv[1:]))
-print("RESULT " + json.dumps({k: r.get(k) for k in ("output_throughput", "median_tpot_ms", "median_ttft_ms",
-                                                     "completed", "total_output_tokens", "duration")}))
+s = sorted(r.get("start_times") or [])
+offered = (len(s) - 1) / (s[-1] - s[0]) if len(s) > 1 and s[-1] > s[0] else None  # from its own send times
+print("RESULT " + json.dumps({**{k: r.get(k) for k in ("output_throughput", "median_tpot_ms", "median_ttft_ms",
+                                                        "completed", "total_output_tokens", "duration")},
+                              "offered_rate": offered}))
 """
 
 
@@ -93,7 +98,8 @@ def peer(model: str, a, log: Path) -> dict[int, dict]:
             if r.returncode != 0 or not line:
                 raise SystemExit(f"vllm bench serve failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
             res = json.loads(line[0][7:])
-            out[c] = {"tok_s": res["output_throughput"], "tpot": res["median_tpot_ms"], "ttft": res["median_ttft_ms"]}
+            out[c] = {"tok_s": res["output_throughput"], "tpot": res["median_tpot_ms"], "ttft": res["median_ttft_ms"],
+                      "offered": res.get("offered_rate")}
         return out
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -130,7 +136,8 @@ def specsweep(model: str, a, niceness: int, work: Path) -> dict[int, dict]:
         raise SystemExit(f"specsweep run failed:\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}")
     rows = Store(url).trial_results(name)
     return {(row.request_rate if a.request_rate else row.concurrency):
-            {"tok_s": row.output_tok_s, "tpot": row.tpot_ms_p50, "ttft": row.ttft_ms_p50} for row in rows}
+            {"tok_s": row.output_tok_s, "tpot": row.tpot_ms_p50, "ttft": row.ttft_ms_p50, "offered": row.offered_rate}
+            for row in rows}
 
 
 def main() -> None:
@@ -182,16 +189,22 @@ def _compare(a) -> None:
     after = peer(model, a, work / "server-after.log")
     print(f"peer after: {after} ({time.time() - t0:.0f} s)", flush=True)
     print()
-    print(f"{_what(a)} | side | out tok/s | TPOT p50 ms | TTFT p50 ms | tok/s ratio | TPOT ratio | TTFT ratio")
+    print(f"{_what(a)} | side | offered req/s | out tok/s | TPOT p50 ms | TTFT p50 ms | tok/s ratio | TPOT ratio | "
+          f"TTFT ratio")
     for c in _points(a):
         ref = {k: (before[c][k] + after[c][k]) / 2 for k in ("tok_s", "tpot", "ttft")}
         for label, v in (("peer before", before[c]), ("peer after", after[c])):
-            print(f"{c} | {label} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f} | | |")
+            print(f"{c} | {label} | {_offered(v)} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f} | | |")
         for n, res in ours.items():
             v = res[c]
-            print(f"{c} | specsweep nice {n} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f} | "
+            print(f"{c} | specsweep nice {n} | {_offered(v)} | {v['tok_s']:.1f} | {v['tpot']:.1f} | {v['ttft']:.0f} | "
                   f"{v['tok_s'] / ref['tok_s']:.3f} | {v['tpot'] / ref['tpot']:.3f} | {v['ttft'] / ref['ttft']:.3f}")
     print(f"\n{time.time() - t0:.0f} s in all")
+
+
+def _offered(v: dict) -> str:
+    """The rate a side's window really offered, from its send times (closed loop: -)."""
+    return "-" if v.get("offered") is None else f"{v['offered']:.3f}"
 
 
 def _what(a) -> str:
