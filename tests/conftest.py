@@ -217,3 +217,47 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.browser)
     if not any(item.get_closest_marker(m) for m in HEAVY):
         item.add_marker(pytest.mark.pure)
+        if not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(PURE_TIMEOUT_S))
+
+
+PURE_TIMEOUT_S = 300
+
+
+@pytest.fixture(autouse=True)
+def _pure_stays_pure(request, monkeypatch):
+    """A pure test that starts Ray, connects to a database server or spawns `specsweep run` fails at once: it
+    belongs in another tier (mark it, or use the fixture that sets the mark)."""
+    if not request.node.get_closest_marker("pure"):
+        yield
+        return
+    import subprocess
+
+    def refuse(what: str):
+        def _refused(*args, **kwargs):
+            pytest.fail(f"a pure test {what}: it belongs to another tier (tests/conftest.py, tiers)")
+        return _refused
+
+    import psycopg
+    import ray
+
+    monkeypatch.setattr(ray, "init", refuse("started Ray"))
+    real_connect = psycopg.Connection.connect
+
+    def connect(*args, **kwargs):  # trying an unreachable address is pure (a clear-error test); reaching one is not
+        real_connect(*args, **kwargs).close()
+        refuse("connected to a database server")()
+
+    monkeypatch.setattr(psycopg, "connect", connect)
+    monkeypatch.setattr(psycopg.Connection, "connect", staticmethod(connect))
+    popen = subprocess.Popen
+
+    class GuardedPopen(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, args, *a, **kw):
+            words = [str(x) for x in (args if isinstance(args, (list, tuple)) else [args])]
+            if "run" in words and any(w.endswith("specsweep") or w == "orchestrator.cli" for w in words):
+                refuse("spawned `specsweep run`")()
+            super().__init__(args, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", GuardedPopen)
+    yield

@@ -1,15 +1,18 @@
 """Reconciling a sweep's plan with the rows already stored (resume): which points run now, which were done
-before, which rows are re-queued, which paired baselines exist. Nothing here talks to Ray or Optuna."""
+before, which rows are re-queued, which paired baselines exist, which finished trials Optuna was never told.
+Nothing here talks to Ray; Optuna only through the StudyBook."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from ..records import TrialSummary
 from ..states import QUEUED, BaselineState, TrialRole, TrialState
 from ..store import Store, TrialRow
 from .plan import SearchSpace, point_key
 from .pool import TrialRun
+from .study import StudyBook
 
 
 def requeue_orphans(store: Store, sweep_id: int) -> int:
@@ -98,3 +101,16 @@ def reconcile_adaptive(store: Store, sweep_id: int, n_trials: int | None, retry_
         else:
             work.baseline_rows[r.point_key] = (r.id, r.state)
     return work
+
+
+def tell_untold(store: Store, sweep_id: int, book: StudyBook, stored_summary: Callable[[int], TrialSummary]) -> None:
+    """Grid trials a stopped controller finished but never told Optuna (it stopped between the two writes:
+    killed, or the store became unreachable): told now, so no finished trial is missing from the study."""
+    for r in store.trials(sweep_id):
+        if r.role != TrialRole.SEARCH or r.optuna_trial_number is not None or r.state not in (
+                TrialState.COMPLETE, TrialState.FAIL):
+            continue
+        number = book.told_number(r.params)  # told, but its number not stored
+        if number is None:
+            number = book.tell(None, r.params, r.id, stored_summary(r.id) if r.state == TrialState.COMPLETE else None)
+        store.update_trial(r.id, optuna_trial_number=number)

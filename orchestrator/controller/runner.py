@@ -25,7 +25,7 @@ from ..errors import StoreLeaseLost
 from ..records import OpenLoopLoad, SloThresholds, TrialSummary
 from ..spec import LoadedSpec
 from ..spec.models import SweepSpec
-from ..states import SweepStatus, TrialRole, TrialState
+from ..states import SweepStatus, TrialState
 from ..store import Store
 from . import events as ev
 from .capacity import CapacityResult, CapacityStrategy, capacity_record
@@ -49,7 +49,7 @@ from .prepare import Prepared, prepare
 from .ray_session import ensure_ray
 from .record import TrialRecorder
 from .resources import engine_actor_class, max_engines
-from .resume import reconcile_adaptive, reconcile_grid, requeue_orphans
+from .resume import reconcile_adaptive, reconcile_grid, requeue_orphans, tell_untold
 from .strategies import AdaptiveStrategy, GridStrategy
 from .study import StudyBook, fail_stale_trials, open_study
 
@@ -163,7 +163,7 @@ class SweepController:
             grid = reconcile_grid(self.store, self.sweep_id, self.p.space, s.n_trials, m.paired_baseline,
                                   self.retry_failed)
             self.outcome.skipped = grid.skipped
-            self._tell_untold()
+            tell_untold(self.store, self.sweep_id, self.book, self._stored_summary)
             return GridStrategy(grid.runs, m.repeats, rotated=m.order == "rotated" and m.repeats > 1)
         work = reconcile_adaptive(self.store, self.sweep_id, s.n_trials, self.retry_failed)
         self.outcome.skipped = work.skipped
@@ -171,19 +171,6 @@ class SweepController:
         return AdaptiveStrategy(self.book, self.p.space, self.recorder, self.baselines, work, sweep_id=self.sweep_id,
                                 repeats=m.repeats, paired_baseline=m.paired_baseline, deadline=deadline,
                                 stored_summary=self._stored_summary)
-
-    def _tell_untold(self) -> None:
-        """Grid trials a stopped controller finished but never told Optuna (it stopped between the two writes:
-        killed, or the store became unreachable): told now, so no finished trial is missing from the study."""
-        for r in self.store.trials(self.sweep_id):
-            if r.role != TrialRole.SEARCH or r.optuna_trial_number is not None or r.state not in (
-                    TrialState.COMPLETE, TrialState.FAIL):
-                continue
-            number = self.book.told_number(r.params)  # told, but its number not stored
-            if number is None:
-                summary = self._stored_summary(r.id) if r.state == TrialState.COMPLETE else None
-                number = self.book.tell(None, r.params, r.id, summary)
-            self.store.update_trial(r.id, optuna_trial_number=number)
 
     def _capacity_found(self, result: CapacityResult) -> None:
         """A configuration's capacity search ended: store it, say it."""

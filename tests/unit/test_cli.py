@@ -36,7 +36,7 @@ def test_malformed_param_is_refused(empty_store):
     res = invoke("query", "SELECT :a AS a", "--store", empty_store, "-p", "b=1")
     assert res.exit_code == 2 and "parameters not used by the query: b" in res.output and "it takes: a" in res.output
     res = invoke("query", "SELECT :a AS a", "--store", empty_store, "-p", "a=7", "--format", "json")
-    assert res.exit_code == 0 and json.loads(res.output) == [{"a": 7}], res.output  # and a good one binds
+    assert res.exit_code == 0 and json.loads(res.stdout) == [{"a": 7}], res.output  # and a good one binds
 
 
 @pytest.mark.parametrize("cmd", [["report", "nope"], ["compare", "nope", "other"], ["results", "nope"]])

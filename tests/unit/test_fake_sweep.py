@@ -83,7 +83,7 @@ def test_cli_run_and_results_formats(ray_session, write_spec, sqlite_url):
     assert "; dtype " in res.output and "(auto: this CPU" in res.output  # the run says what it chose and why
     res = runner.invoke(app, ["results", "fake-sweep", "--store", sqlite_url, "--format", "json"])
     assert res.exit_code == 0
-    rows = json.loads(res.output)
+    rows = json.loads(res.stdout)
     assert len(rows) == 6 and rows[0]["sweep"] == "fake-sweep"
     res = runner.invoke(app, ["results", "fake-sweep", "--store", sqlite_url, "--format", "csv"])
     assert res.output.splitlines()[0].startswith("sweep,trial,label,method,backend")

@@ -87,7 +87,7 @@ def test_nights_of_history_a_regression_and_plain_noise(ray_session, store_url, 
     # the saved query users run
     res = runner.invoke(app, ["query", "--saved", "nightly-regressions", "--store", store_url, "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert {(r["metric"], r["verdict"]) for r in json.loads(res.output)} >= {("output_tok_s", "regression")}
+    assert {(r["metric"], r["verdict"]) for r in json.loads(res.stdout)} >= {("output_tok_s", "regression")}
 
 
 def test_two_nightly_runs_never_overlap(ray_session, store_url, tmp_path):

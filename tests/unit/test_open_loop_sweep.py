@@ -66,7 +66,7 @@ def test_request_rate_rows_carry_goodput_attainment_and_lag(ray_session, write_s
     def no_constants(name):
         raise AssertionError(f"non-JSON constant {name}")
 
-    out = json.loads(res.output, parse_constant=no_constants)
+    out = json.loads(res.stdout, parse_constant=no_constants)
     assert sorted({str(r["request_rate"]) for r in out}) == ["40.0", "None", "inf"]
 
 

@@ -73,7 +73,7 @@ def test_saved_queries_cli_and_dataframe(swept):
     res = runner.invoke(app, ["query", "--saved", "best-by-method", "--store", swept, "-p", "sweep=q-sweep",
                               "--format", "json"])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.output)
+    rows = json.loads(res.stdout)
     assert {(r["label"], r["concurrency"]) for r in rows} == {("ngram", 1), ("ngram", 4)}
     res = runner.invoke(app, ["query", "UPDATE sweeps SET name = 'x'", "--store", swept])
     assert res.exit_code == 2 and "read-only" in res.output
@@ -92,9 +92,9 @@ def test_saved_queries_cli_and_dataframe(swept):
     front = {r.trial for r in Store(swept).trial_results("q-sweep") if r.on_pareto_front}
     res = runner.invoke(app, ["query", "--saved", "pareto", "--store", swept, "-p", "sweep=q-sweep", "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert front and {r["trial"] for r in json.loads(res.output)} == front
+    assert front and {r["trial"] for r in json.loads(res.stdout)} == front
     res = runner.invoke(app, ["query", "--saved", "flagged", "--store", swept, "--format", "json"])
-    assert res.exit_code == 0 and json.loads(res.output) == [], res.output  # a clean sweep flags nothing
+    assert res.exit_code == 0 and json.loads(res.stdout) == [], res.output  # a clean sweep flags nothing
     df = dataframe("SELECT * FROM method_summary", store_url=swept)
     assert len(df) == 2 and set(df["num_speculative_tokens"]) <= {2, 3}
 
@@ -125,7 +125,7 @@ def test_literals_are_text_and_parameters_bind(swept):
     with pytest.raises(QueryError, match="one statement"):
         run_query(swept, "SELECT 'x'; SELECT 2")
     res = CliRunner().invoke(app, ["query", "SELECT 'a;b' AS s", "--store", swept, "--format", "json"])
-    assert res.exit_code == 0 and json.loads(res.output) == [{"s": "a;b"}], res.output
+    assert res.exit_code == 0 and json.loads(res.stdout) == [{"s": "a;b"}], res.output
 
 
 def test_a_runaway_query_is_stopped_at_its_timeout(swept):

@@ -276,6 +276,11 @@ def test_four_processes_open_one_new_postgres_database(ray_session, pg_server_ur
 
 
 def test_a_bad_lease_timeout_is_refused_plainly(write_spec, sqlite_url):
-    proc = _cli(write_spec(SPEC), sqlite_url, env={"SPECSWEEP_LEASE_TIMEOUT_S": "soon"})
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 2 and "SPECSWEEP_LEASE_TIMEOUT_S='soon'" in out and "Traceback" not in out, out[-2000:]
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    res = CliRunner().invoke(app, ["run", str(write_spec(SPEC)), "--store", sqlite_url],
+                             env={"SPECSWEEP_LEASE_TIMEOUT_S": "soon"})
+    out = res.output
+    assert res.exit_code == 2 and "SPECSWEEP_LEASE_TIMEOUT_S='soon'" in out and "Traceback" not in out, out[-2000:]

@@ -205,7 +205,7 @@ def test_compare_refuses_different_fingerprints(ray_session, write_spec, sqlite_
     runner = CliRunner()
     res = runner.invoke(app, ["compare", "night1", "night2", "--store", sqlite_url, "--format", "json"])
     assert res.exit_code == 0, res.output
-    rows = {(r["label"], r["concurrency"]): r for r in json.loads(res.output)}
+    rows = {(r["label"], r["concurrency"]): r for r in json.loads(res.stdout)}
     assert set(rows) == {("baseline", 2), ("ngram", 2)}
     for (label, conc), r in rows.items():  # B / A of the stored medians, row by row
         (a,) = [x for x in st.trial_results("night1") if x.label == label and x.concurrency == conc]
@@ -231,7 +231,7 @@ def test_outputs_that_differ_from_the_baseline_are_flagged_lossy(ray_session, wr
     res = CliRunner().invoke(app, ["query", "--saved", "flagged", "--store", sqlite_url, "-p", "sweep=lossy",
                                    "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert [(r["label"], "lossy?" in r["flags"]) for r in json.loads(res.output)] == [("ngram", True)]
+    assert [(r["label"], "lossy?" in r["flags"]) for r in json.loads(res.stdout)] == [("ngram", True)]
 
 
 def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spec, sqlite_url):
