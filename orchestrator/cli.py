@@ -115,7 +115,7 @@ def query(
     timeout: Annotated[float, _opt("--timeout", min=0.1, help="Stop the query after this many seconds")] = 60.0,
 ) -> None:
     """Plain SQL over the results store on a read-only connection (views: trial_results, pareto,
-    method_summary, speedup_crossover, nightly_history; tables documented in README.md)."""
+    method_summary, speedup_crossover, nightly_history; tables documented in docs/src/reference/store.md)."""
     _exit(sto.query, sto.QueryArgs(sql, saved, param, list_saved, store, fmt, timeout))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Exit codes of the `specsweep` CLI (documented in README.md).
+# Exit codes of the `specsweep` CLI (documented in docs/src/guides/running-sweeps.md, Exit codes).
 EXIT_OK = 0
 EXIT_TRIALS_FAILED = 1  # the sweep ran, but one or more trials failed
 EXIT_BAD_INPUT = 2  # spec / arguments refused before anything ran or was written

@@ -77,7 +77,7 @@ def print_results(rows: list[TrialResult], fmt: str, console: Console, title: st
             console.print(f"[yellow]trial {r.trial} ({r.label}, {r.dataset}, {_load(r)}) "
                           f"flags:[/] {(r.flags or '').replace(',', ', ')}", highlight=False)
         if flagged:
-            console.print("flags are explained in README.md (Flags); a flagged row's numbers are suspect")
+            console.print("flags are explained in docs/src/concepts/measurement.md (Flags); a flagged row's numbers are suspect")
         for r in rows:
             if r.state == TrialState.FAIL and r.error:
                 console.print(f"[red]trial {r.trial} ({r.label}, {_load(r)}) failed:[/] "

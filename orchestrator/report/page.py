@@ -111,7 +111,7 @@ def results_html(data: ReportData, table_id: str = "results") -> str:
         body.append(f"<tr class='{cls}' data-trial='{r.trial}'>{''.join(cells)}</tr>")
     return (f"<table class='results' id='{table_id}'><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>"
-            f"<p class='sub'>Click a header to sort. ⚑ flagged rows are suspect (README.md, Flags); "
+            f"<p class='sub'>Click a header to sort. ⚑ flagged rows are suspect (specsweep docs: concepts/measurement, Flags); "
             f"speedup [CI] is against the paired baseline at the same load point.</p>")
 
 
@@ -213,7 +213,7 @@ def sweep_page(data: ReportData, figures: list[Figure]) -> str:
             + "<h2>Results</h2>" + results_html(data)
             + "<h2>Figures</h2><div class='plots'>" + figures_html(figures) + "</div>"
             + context_html(data.context)
-            + "<p class='sub'>Flags are explained in README.md (Flags). Written by specsweep report.</p>")
+            + "<p class='sub'>Flags are explained in the specsweep docs (concepts/measurement, Flags). Written by specsweep report.</p>")
     return _page(f"specsweep {data.sweep}", body)
 
 

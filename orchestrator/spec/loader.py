@@ -52,7 +52,7 @@ def _describe(err: ErrorDetails) -> str:
     loc = err["loc"]
     if err["type"] == "extra_forbidden":
         parent = _model_at(loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else "see README"
+        allowed = ", ".join(parent.model_fields) if parent else "see docs/src/reference/generated/spec.md"
         return f"unknown key {str(loc[-1])!r}; allowed keys here: {allowed}"
     if err["type"] == "missing":
         return "required key is missing"

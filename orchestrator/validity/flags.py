@@ -1,5 +1,5 @@
 """Sanity flags: symptoms that make a row's numbers suspect. Each flag is a short name; a row's flags are
-stored comma-separated (`trial_results.flags`) and explained in README.md ("Flags").
+stored comma-separated (`trial_results.flags`) and explained in docs/src/concepts/measurement.md ("Flags").
 
 Trial flags (from the trial's own windows):
   acceptance_collapse  AL < 1.05 with K >= 2: the drafter predicts nothing (wrong sample_from_anchor,
