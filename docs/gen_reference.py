@@ -17,7 +17,7 @@ OUT = ROOT / "docs" / "src" / "reference" / "generated"
 
 def _type(annotation: Any) -> str:
     text = str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
-    return text.replace("orchestrator.spec.models.", "").replace("NoneType", "None").replace("|", "\\|")
+    return text.replace("orchestrator.spec.models.", "").replace("NoneType", "None").replace(" | ", " or ")
 
 
 def _bounds(field: Any) -> str:
@@ -39,7 +39,7 @@ def _default(field: Any) -> str:
         except TypeError:
             return "(computed)"
         return f"`{value.model_dump() if hasattr(value, 'model_dump') else value}`"
-    return f"`{field.default}`"
+    return f"`{field.default!r}`" if isinstance(field.default, str) else f"`{field.default}`"
 
 
 def spec_page() -> str:

@@ -26,7 +26,7 @@ DEFAULT_STEPS = {"eagle3": 400, "dflash": 640, "xpress": 500}
 # Peak learning rates (AdamW, warm-up then cosine): DFlash's context path trains faster at 3e-3
 # (benchmarks/dflash_ablation.py); EAGLE-3 keeps the rate its figures were measured with.
 # xPress: 3e-3 over 1e-3 lifted the head's held-out accepted length at 2 passes from 1.050x to 1.082x the bare
-# drafter's at 250 steps (docs/results/2026-12-07-xpress-demo.md, "The learning rate").
+# drafter's at 250 steps (docs/src/results/2026-12-07-xpress-demo.md, "The learning rate").
 DEFAULT_LR = {"eagle3": 1e-3, "dflash": 3e-3, "xpress": 3e-3}
 
 
