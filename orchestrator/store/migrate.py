@@ -174,3 +174,37 @@ def _ensure_views(conn: Connection) -> None:
         return
     _drop_views(conn)
     _create_views(conn)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database down to `revision` ("base": nothing of specsweep's left), views dropped first (they are
+    recreated from the code on the next upgrade). For tests of the migrations and for an operator rolling a
+    release back; specsweep itself only ever upgrades."""
+    from alembic import command
+
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()
+        _drop_views(conn)
+        command.downgrade(_config(conn), revision)
+        conn.commit()
+
+
+def upgrade_to(engine: Engine, revision: str) -> None:
+    """Bring the database up to `revision` exactly (views are created only at head, by `upgrade`)."""
+    from alembic import command
+
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()
+        command.upgrade(_config(conn), revision)
+        conn.commit()
+
+
+def revisions() -> list[str]:
+    """Every revision, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    return [s.revision for s in reversed(list(ScriptDirectory.from_config(_script_config()).walk_revisions()))]
