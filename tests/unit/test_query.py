@@ -115,6 +115,21 @@ def test_report_writes_html_and_pngs(swept, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "Plotly" in page and "q-sweep" in page and "<script src=" not in page  # plotly.js inlined: offline
+    # the page's results table is the store's trial_results, row by row and value by value
+    import html
+    import re
+
+    table = page.split("<table class='results' id='results'>", 1)[1].split("</table>", 1)[0]
+    shown = {int(trial): {col: html.unescape(v) for col, v in re.findall(r"data-col='([a-z_0-9]+)' data-v='([^']*)'",
+                                                                         row)}
+             for trial, row in re.findall(r"<tr class='[a-z]*' data-trial='(\d+)'>(.*?)</tr>", table)}
+    stored = {r.trial: r for r in Store(swept).trial_results("q-sweep")}
+    assert set(shown) == set(stored) and stored
+    for trial, cells in shown.items():
+        r = stored[trial]
+        assert cells["label"] == r.label and cells["concurrency"] == str(r.concurrency)
+        for col in ("output_tok_s", "ttft_ms_p50", "tpot_ms_p50", "speedup"):
+            assert cells[col] == ("" if r.column(col) is None else str(r.column(col))), (trial, col)
 
 
 def test_literals_are_text_and_parameters_bind(swept):
