@@ -17,6 +17,7 @@ import uuid
 from typing import Callable, Literal
 
 from ..errors import StoreLeaseLost
+from ..settings import env_seconds
 from ..store import Store
 from ..store.leases import LeaseHolder, renew_on
 
@@ -29,16 +30,7 @@ class LeaseSettingError(ValueError):
 
 def lease_timeout_s() -> float:
     """Seconds without a heartbeat after which a lease is stale: $SPECSWEEP_LEASE_TIMEOUT_S, default 120."""
-    raw = os.environ.get("SPECSWEEP_LEASE_TIMEOUT_S")
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise LeaseSettingError(f"SPECSWEEP_LEASE_TIMEOUT_S={raw!r}: expected seconds (a number > 0)") from None
-    if value <= 0:
-        raise LeaseSettingError(f"SPECSWEEP_LEASE_TIMEOUT_S={raw!r}: expected seconds (a number > 0)")
-    return value
+    return env_seconds("SPECSWEEP_LEASE_TIMEOUT_S", DEFAULT_TIMEOUT_S, allow_zero=False, error=LeaseSettingError)
 
 
 class LeaseHeld(Exception):

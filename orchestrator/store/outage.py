@@ -16,7 +16,6 @@ Errors that are not about the connection (a constraint, a syntax error, permissi
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from ..errors import StoreLeaseLost, StoreUnavailable
+from ..settings import env_seconds
 
 DEFAULT_RETRY_S = 300.0
 T = TypeVar("T")
@@ -37,16 +37,7 @@ class RetrySettingError(ValueError):
 
 def retry_bound_s() -> float:
     """How long a store operation is retried through an outage: $SPECSWEEP_STORE_RETRY_S, default 300 s."""
-    raw = os.environ.get("SPECSWEEP_STORE_RETRY_S")
-    if not raw:
-        return DEFAULT_RETRY_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise RetrySettingError(f"SPECSWEEP_STORE_RETRY_S={raw!r}: expected seconds (a number >= 0)") from None
-    if value < 0:
-        raise RetrySettingError(f"SPECSWEEP_STORE_RETRY_S={raw!r}: expected seconds (a number >= 0)")
-    return value
+    return env_seconds("SPECSWEEP_STORE_RETRY_S", DEFAULT_RETRY_S, allow_zero=True, error=RetrySettingError)
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,21 @@ def test_a_lease_taken_over_meanwhile_stops_the_write():
         policy.run(op, check_guard=lambda: False)
     assert op.calls == 2  # the write never ran after the guard said no
     assert policy.run(Flaky(3), check_guard=lambda: True) == "ok"
+
+
+def test_the_retry_bound_comes_from_the_environment_and_bad_values_are_refused(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from orchestrator.store.outage import RetrySettingError, retry_bound_s
+
+    monkeypatch.delenv("SPECSWEEP_STORE_RETRY_S", raising=False)
+    assert retry_bound_s() == 300
+    monkeypatch.setenv("SPECSWEEP_STORE_RETRY_S", "0")
+    assert retry_bound_s() == 0  # never retried
+    for bad in ("soon", "-1", "inf"):
+        monkeypatch.setenv("SPECSWEEP_STORE_RETRY_S", bad)
+        with pytest.raises(RetrySettingError, match=r"SPECSWEEP_STORE_RETRY_S=.*expected seconds \(a number >= 0\)"):
+            retry_bound_s()
+    res = CliRunner().invoke(app, ["results", "x", "--store", f"sqlite:///{tmp_path / 'r.db'}"])
+    assert res.exit_code == 2 and "SPECSWEEP_STORE_RETRY_S='inf'" in res.output and "Traceback" not in res.output
