@@ -92,7 +92,9 @@ def peer(model: str, a, log: Path) -> dict[int, dict]:
                 [sys.executable, "-c", CLIENT, "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
                  "--model", model, "--dataset-name", "random", "--random-input-len", str(a.input_len),
                  "--random-output-len", str(a.output_len), "--num-prompts", str(a.prompts), *load,
-                 "--ignore-eos", "--seed", "0", "--disable-tqdm"], env=_env(), capture_output=True, text=True,
+                 "--ignore-eos", "--seed", "0", "--disable-tqdm",
+                 "--save-detailed"],  # keeps start_times in the result (the offered rate); writes no file
+                env=_env(), capture_output=True, text=True,
                 timeout=1800)
             line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
             if r.returncode != 0 or not line:
