@@ -98,7 +98,7 @@ JOINED_CELLS = {
     "request_al": (("request_al_p10", "request_al_p50", "request_al_p90"), "{:.2f}"),
     "step_split": (("verify_ms_per_step", "drafter_ms_per_step", "other_ms_per_step"), "{:.1f}"),
 }
-LEFT = ("method", "dataset", "state", "flags")
+LEFT = frozenset({"label", "dataset", "state", "flags"})  # text columns, left-aligned (console and HTML report)
 
 
 def table_columns(rows: list[TrialResult]) -> list[tuple[str, str, str]]:
@@ -106,9 +106,11 @@ def table_columns(rows: list[TrialResult]) -> list[tuple[str, str, str]]:
     return [(c.key, c.header, c.fmt) for c in _present(WIDE, rows)]
 
 
-def _present(columns: list[Column], rows: list[TrialResult]) -> list[Column]:
+def _present(columns: list[Column], rows: list[TrialResult], state_when_needed: bool = False) -> list[Column]:
+    """`columns` less the optional ones no row has a value for; with `state_when_needed`, less the state column
+    when every trial is COMPLETE (the compact table)."""
     out = [c for c in columns if c.key not in OPTIONAL or any(r.column(c.key) is not None for r in rows)]
-    if columns is COMPACT and all(r.state == TrialState.COMPLETE for r in rows):
+    if state_when_needed and all(r.state == TrialState.COMPLETE for r in rows):
         out = [c for c in out if c.key != "state"]
     return out
 
@@ -139,8 +141,6 @@ def format_cell(value: Any, fmt: str, row: TrialResult) -> str:
         return "inf" if math.isinf(value) else f"{value:g}"
     if fmt == "flag":  # booleans come back as 0/1 from SQLite views
         return "*" if value else ""
-    if isinstance(value, TrialState | TrialRole):
-        return value.value
     try:
         return fmt.format(value)
     except (ValueError, TypeError):
@@ -162,15 +162,15 @@ def named_columns(names: list[str]) -> list[Column]:
 def _table(columns: list[Column], rows: list[TrialResult], title: str) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), title_justify="left")
     for c in columns:
-        table.add_column(c.header, justify="left" if c.header in LEFT or c.fmt == "{}" and c.key in LEFT else "right",
-                         no_wrap=True, overflow="ignore")
+        table.add_column(c.header, justify="left" if c.key in LEFT else "right", no_wrap=True, overflow="ignore")
     for r in rows:
         table.add_row(*[format_cell(r.column(c.key) if c.key != "load" else None, c.fmt, r) for c in columns],
                       style="red" if r.state == TrialState.FAIL else None)
     return table
 
 
-def _natural_width(table: Table, console: Console) -> int:
+def natural_width(table: Table, console: Console) -> int:
+    """The width `table` takes when nothing is squeezed (rich would otherwise cut values to the console's width)."""
     return Measurement.get(console, console.options.update(width=100_000), table).maximum
 
 
@@ -188,10 +188,11 @@ def results_table(rows: list[TrialResult], title: str = "", console: Console | N
     if any(r.backend == "fake" for r in rows):
         title += "  [bold red](backend=fake: simulated, not a measurement)[/]"
     console = console or Console(width=100_000)
-    columns = named_columns(names) if names else _present(WIDE if view == "wide" else COMPACT, rows)
+    compact = _present(COMPACT, rows, state_when_needed=True)
+    columns = named_columns(names) if names else _present(WIDE, rows) if view == "wide" else compact
     hidden: list[str] = []
     table = _table(columns, rows, title)
-    width = _natural_width(table, console)
+    width = natural_width(table, console)
     if not names and view == "compact":
         for key in hide_order(rows):
             if width <= console.width:
@@ -201,11 +202,12 @@ def results_table(rows: list[TrialResult], title: str = "", console: Console | N
                 columns = [c for c in columns if c is not drop]
                 hidden.append(drop.header)
                 table = _table(columns, rows, title)
-                width = _natural_width(table, console)
+                width = natural_width(table, console)
         for header in list(reversed(hidden)):  # give back what still fits (the last hidden may have made room)
-            trial = [c for c in _present(COMPACT, rows) if c in columns or c.header == header]
+            trial = [c for c in compact if c in columns or c.header == header]
             wider = _table(trial, rows, title)
-            if _natural_width(wider, console) <= console.width:
-                columns, table, width = trial, wider, _natural_width(wider, console)
+            wider_width = natural_width(wider, console)
+            if wider_width <= console.width:
+                columns, table, width = trial, wider, wider_width
                 hidden.remove(header)
     return FittedTable(table, width, hidden)

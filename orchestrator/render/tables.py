@@ -10,7 +10,6 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 
 from ..controller.plan import load_text
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from ..compare import ComparedPoint
 
 from .lines import capacity_lines, crossover_lines
-from .results_table import results_table
+from .results_table import natural_width, results_table
 
 
 def _json_safe(v: Any) -> Any:
@@ -86,7 +85,7 @@ def print_results(rows: list[TrialResult], fmt: str, console: Console, title: st
 
 def print_table(console: Console, table: Table) -> None:
     """Print a table whole (`compare`, `query`): never squeezed into the console's width."""
-    _print_whole(console, table, Measurement.get(console, console.options.update(width=100_000), table).maximum)
+    _print_whole(console, table, natural_width(table, console))
 
 
 def _print_whole(console: Console, table: Table, width: int) -> None:

@@ -9,6 +9,7 @@ import html
 from typing import TYPE_CHECKING, Iterable
 
 from ..render import format_cell, table_columns
+from ..render.results_table import LEFT
 from ..states import TrialState
 from .content import ReportContext, ReportData
 from .figures import Figure
@@ -50,8 +51,6 @@ document.querySelectorAll('table.results').forEach(function(t){
   });
 });
 """
-
-LEFT = {"label", "dataset", "state", "flags"}
 
 
 def _e(v) -> str:
