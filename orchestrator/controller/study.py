@@ -94,10 +94,10 @@ class StudyBook:
         self.study, self.search, self.distributions = study, search, distributions
         self.retry = retry  # the store's outage policy (store/outage.py): Optuna's storage is the same database
         self.row_of_number: dict[int, int] = {}  # Optuna trial number -> sweep_trials row id
-        self._next_number = self._count()
+        self._next_number = len(self._trials())
 
-    def _count(self) -> int:
-        return len(self.study.get_trials(deepcopy=False))
+    def _trials(self) -> list[optuna.trial.FrozenTrial]:
+        return self.study.get_trials(deepcopy=False)
 
     def ask(self) -> optuna.Trial:
         trial: optuna.Trial = self.retry(self.study.ask)
@@ -114,37 +114,45 @@ class StudyBook:
         values = objective_values(self.search, summary) if summary is not None else None
         constraints = constraint_values(self.search, summary) if summary is not None else {}
         if handle is not None:
-            for key, value in constraints.items():
-                handle.set_constraint(key, value)
-            self.retry(lambda: self._tell(handle, values))
+            asked = handle
+
+            def tell() -> None:
+                for key, value in constraints.items():
+                    asked.set_constraint(key, value)
+                if values is None:
+                    self.study.tell(asked, state=TrialState.FAIL)
+                else:
+                    self.study.tell(asked, values if len(values) > 1 else values[0])
+
+            self._write_once(tell, done=lambda: self._trials()[asked.number].state.is_finished())
             number = handle.number
         else:
             frozen = optuna.trial.create_trial(
                 state=TrialState.COMPLETE if values is not None else TrialState.FAIL, values=values, params=params,
                 distributions=self.distributions(params), constraints=constraints or None)
             number = self._next_number
-
-            def add() -> None:  # a retry after an unacknowledged commit finds the trial there: never added twice
-                if self._count() <= number:
-                    self.study.add_trial(frozen)
-
-            self.retry(add)
+            self._write_once(lambda: self.study.add_trial(frozen), done=lambda: len(self._trials()) > number)
             self._next_number += 1
         self.row_of_number[number] = row_id
         return number
 
     def told_number(self, params: dict[str, Any]) -> int | None:
         """The number of a finished trial of the study with exactly these parameters (grid points are unique)."""
-        trials = self.retry(lambda: self.study.get_trials(deepcopy=False))
+        trials = self.retry(self._trials)
         return next((t.number for t in trials if t.state.is_finished() and t.params == params), None)
 
-    def _tell(self, handle: optuna.Trial, values: list[float] | None) -> None:
-        if self.study.get_trials(deepcopy=False)[handle.number].state.is_finished():
-            return  # told by an attempt whose commit was not acknowledged
-        if values is None:
-            self.study.tell(handle, state=TrialState.FAIL)
-        else:
-            self.study.tell(handle, values if len(values) > 1 else values[0])
+    def _write_once(self, write: Callable[[], None], done: Callable[[], bool]) -> None:
+        """`write()` through the store's outage policy. Only a retry reads the study first: an attempt whose commit
+        was not acknowledged may have written already (`done()`), and then nothing is written twice."""
+        attempts = 0
+
+        def attempt() -> None:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1 or not done():
+                write()
+
+        self.retry(attempt)
 
     def best_rows(self, stored_numbers: dict[int, int]) -> list[int]:
         """Row ids of the study's best trials (the Pareto front with several objectives). `stored_numbers`:

@@ -98,3 +98,28 @@ def test_the_retry_bound_comes_from_the_environment_and_bad_values_are_refused(m
             retry_bound_s()
     res = CliRunner().invoke(app, ["results", "x", "--store", f"sqlite:///{tmp_path / 'r.db'}"])
     assert res.exit_code == 2 and "SPECSWEEP_STORE_RETRY_S='inf'" in res.output and "Traceback" not in res.output
+
+
+def test_a_retried_optuna_write_after_an_unacknowledged_commit_is_not_written_twice():
+    """The controller's Optuna bookkeeping through the same policy: an attempt that wrote but whose commit was not
+    acknowledged is followed by a retry, which finds the trial there (grid points added, asked trials told)."""
+    import optuna
+
+    from orchestrator.controller.study import StudyBook
+    from orchestrator.records import TrialSummary
+    from orchestrator.spec.models import SearchSpec
+
+    def written_then_retried(operation):  # the first attempt commits, its answer is lost, the policy retries
+        operation()
+        return operation()
+
+    study = optuna.create_study(direction="maximize")
+    book = StudyBook(study, SearchSpec(), lambda params: {"k": optuna.distributions.IntDistribution(1, 8)},
+                     retry=written_then_retried)
+    assert book.tell(None, {"k": 3}, row_id=10, summary=TrialSummary(output_tok_s=50.0)) == 0
+    assert book.tell(None, {"k": 4}, row_id=11, summary=TrialSummary(output_tok_s=60.0)) == 1
+    book.retry = lambda operation: operation()  # an ask is not idempotent (a retried one leaves a stale trial)
+    asked = book.ask()
+    book.retry = written_then_retried
+    assert book.tell(asked, {"k": asked.params.get("k", 0)}, row_id=12, summary=TrialSummary(output_tok_s=70.0)) == 2
+    assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
