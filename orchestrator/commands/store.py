@@ -39,13 +39,14 @@ def query(a: QueryArgs) -> int:
             raise UsageError(f"--param {p!r}: expected NAME=VALUE")
         k, v = p.split("=", 1)
         params[k] = int(v) if v.lstrip("-").isdigit() else v
+    url = resolve_store_url(a.store)
     try:
         text_sql = saved_query(a.saved) if a.saved else a.sql
         assert text_sql is not None
-        cols, rows = run_query(resolve_store_url(a.store), text_sql, params, timeout_s=a.timeout_s)
+        cols, rows = run_query(url, text_sql, params, timeout_s=a.timeout_s)
     except QueryError as e:
         raise UsageError(str(e)) from None
-    warn_if_privileged(normalize_url(resolve_store_url(a.store)))
+    warn_if_privileged(normalize_url(url))
     if a.fmt != "table":
         print_records(rows, a.fmt, console)
         return EXIT_OK
