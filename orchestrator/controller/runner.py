@@ -385,6 +385,9 @@ def run_sweep(loaded: LoadedSpec, store: Store, *, ray_address: str | None = Non
     name = new_name or loaded.spec.name
     prepared = prepare(loaded, store, name, emit)
     store.db.outage.listener = emit  # one line when the store becomes unreachable, one when it is back
-    with Lease(store, f"sweep:{name}", f"sweep {name!r}", timeout_s=lease_timeout_s, force=break_lease,
-               note=lambda message: emit(ev.Note(message))) as lease:
-        return SweepController(loaded, store, name, emit, retry_failed, prepared, t_start, lease).run(ray_address)
+    try:
+        with Lease(store, f"sweep:{name}", f"sweep {name!r}", timeout_s=lease_timeout_s, force=break_lease,
+                   note=lambda message: emit(ev.Note(message))) as lease:
+            return SweepController(loaded, store, name, emit, retry_failed, prepared, t_start, lease).run(ray_address)
+    finally:
+        store.db.outage.listener = None  # the sweep's console is closed after it
