@@ -13,17 +13,10 @@ from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreConflict, StoreError
-from .outage import OutagePolicy
+from .outage import OutagePolicy, driver_reason
 from .urls import display_url, normalize_url
 
 T = TypeVar("T")
-
-
-def _reason(e: SQLAlchemyError) -> str:
-    """The driver's own words where there are some (its first line), else the exception's type."""
-    orig = getattr(e, "orig", None)
-    text = str(orig if orig is not None else e).strip().splitlines()
-    return text[0] if text else type(e).__name__
 
 
 def new_id(res: CursorResult[Any]) -> int:
@@ -65,10 +58,10 @@ class Database:
 
     def _translate(self, e: SQLAlchemyError, doing: str) -> StoreError:
         if isinstance(e, IntegrityError):
-            return StoreConflict(f"{doing} in {self.display_url}: {_reason(e)}")
+            return StoreConflict(f"{doing} in {self.display_url}: {driver_reason(e)}")
         if isinstance(e, OperationalError):
-            return StoreError(f"cannot reach store {self.display_url} ({doing}): {_reason(e)}")
-        return StoreError(f"{doing} in {self.display_url} failed: {_reason(e)}")
+            return StoreError(f"cannot reach store {self.display_url} ({doing}): {driver_reason(e)}")
+        return StoreError(f"{doing} in {self.display_url} failed: {driver_reason(e)}")
 
     @contextmanager
     def write(self, doing: str) -> Iterator[Connection]:

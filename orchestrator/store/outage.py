@@ -67,7 +67,8 @@ def connection_error(e: BaseException) -> DBAPIError | None:
     return None
 
 
-def _first_line(e: BaseException) -> str:
+def driver_reason(e: BaseException) -> str:
+    """The driver's own words where there are some (its first line), else the exception's type."""
     orig = getattr(e, "orig", None)
     lines = str(orig if orig is not None else e).strip().splitlines()
     return lines[0] if lines else type(e).__name__
@@ -124,7 +125,7 @@ class OutagePolicy:
 
     def _gave_up_message(self, err: DBAPIError) -> str:
         return (f"store {self.display_url} unreachable (bound SPECSWEEP_STORE_RETRY_S={self.bound_s:g} s): "
-                f"{_first_line(err)}. Stopped; run the same command again once the store is back (interrupted "
+                f"{driver_reason(err)}. Stopped; run the same command again once the store is back (interrupted "
                 f"trials run again)")
 
     def _down(self, err: DBAPIError) -> None:
@@ -133,7 +134,7 @@ class OutagePolicy:
                 return
             self._down_since = time.monotonic()
         if self.listener is not None:
-            self.listener(StoreUnreachable(self.display_url, _first_line(err), self.bound_s))
+            self.listener(StoreUnreachable(self.display_url, driver_reason(err), self.bound_s))
 
     def _up(self) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from sqlalchemy import create_engine, text
 
 from ..errors import StoreError
+from .outage import driver_reason
 from .urls import display_url
 
 ROLE_KINDS = ("owner", "writer", "reader")
@@ -92,8 +93,7 @@ def create_roles(url: str, prefix: str = "specsweep") -> Roles:
             for sql in statements:
                 conn.execute(text(sql))
     except Exception as e:  # the server's refusal (not a superuser, unreachable): one line, no traceback
-        orig = getattr(e, "orig", None) or e
-        raise StoreError(f"{display_url(url)}: creating the roles failed: {str(orig).strip().splitlines()[0]}") from None
+        raise StoreError(f"{display_url(url)}: creating the roles failed: {driver_reason(e)}") from None
     finally:
         engine.dispose()
     return Roles(owner, writer, reader, tuple(statements))
