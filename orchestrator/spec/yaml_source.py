@@ -79,14 +79,17 @@ def read_yaml(path: str | Path, kind: str = "file") -> YamlSource:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError([SpecIssue(fname, None, "", f"cannot read {kind}: {e}")]) from None
+    loader = yaml.SafeLoader(text)  # parsed once: the node tree for lines and duplicates, the data from it
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(e, "problem", None) or str(e)
         raise SpecError([SpecIssue(fname, line, "", f"YAML syntax error: {problem}")]) from None
+    finally:
+        loader.dispose()
     if node is None:
         return YamlSource(fname, data, {})
     duplicates = _duplicates(node, fname)
