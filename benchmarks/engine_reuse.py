@@ -21,7 +21,7 @@ from _common import run_spec
 SPEC = """
 name: reuse-{n}
 target: {{model: fake-model}}
-engine: {{backend: fake, fake: {{start_seconds: {start}, step_seconds: {step}, acceptance: [0.7, 0.5, 0.3, 0.2, 0.1, 0.05]}}}}
+engine: {{backend: fake, fake: {{start_seconds: {start}, step_seconds: {step}, clock: real, acceptance: [0.7, 0.5, 0.3, 0.2, 0.1, 0.05]}}}}
 workload: {{dataset: smoke, num_prompts: 8, max_tokens: 32, ignore_eos: true}}
 methods:
   baseline: {{}}

@@ -14,7 +14,7 @@ from _common import run_spec
 SPEC = """
 name: overhead
 target: {{model: fake-model}}
-engine: {{backend: fake, fake: {{step_seconds: {step}}}}}
+engine: {{backend: fake, fake: {{step_seconds: {step}, clock: real}}}}
 workload: {{dataset: smoke, num_prompts: 1, max_tokens: 100, ignore_eos: true}}
 methods:
   baseline: {{}}

@@ -7,6 +7,7 @@ actor, in the engine frontend's event loop, so token timestamps need no RPC hop.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import os
@@ -16,6 +17,7 @@ from typing import Any
 from ..datasets import Prompt
 from ..environment import artifact_identity, collect_fingerprint, cpu_flags, engine_memory, isa_cap
 from ..load import run_closed_loop, run_open_loop, run_warmup
+from ..load.clock import run_simulated, simulated
 from ..metrics import summarize_window
 from ..metrics.decomposition import spec_columns
 from ..records import EngineStarted, MeasureRequest, RequestOutput, SamplingSettings, WindowResult
@@ -98,7 +100,14 @@ class EngineActor:
 
     async def measure(self, req: MeasureRequest) -> WindowResult:
         """Warm up (discarded; after an engine start optionally a whole discarded window), then one
-        measurement window over `req.dataset`; returns its metrics and per-request outputs."""
+        measurement window over `req.dataset`; returns its metrics and per-request outputs. A backend that keeps
+        simulated time (the fake backend's default) has the whole of it run on a SimulatedClockLoop in a worker
+        thread (load/clock.py): its latencies are then simulated seconds, exact whatever the machine's load."""
+        if getattr(self.backend, "simulated_clock", False):
+            return await asyncio.to_thread(run_simulated, self._measure(req))
+        return await self._measure(req)
+
+    async def _measure(self, req: MeasureRequest) -> WindowResult:
         prompts, sampling = self.prompts[req.dataset], self.sampling
         tag = f"w{self.windows}"
         discard = self.windows == 0 and req.discard_first_window
@@ -128,7 +137,8 @@ class EngineActor:
             window.records, window.duration, delta, slo=req.slo, timing=timing, started_at=started_at, warmup_failed_requests=warmup_failed,
             discarded_window=discard,
             # the load generator shares this process with the engine frontend: its CPU share bounds the client
-            client_cpu_frac=cpu_s / window.duration if window.duration > 0 else None,
+            # (a simulated window's duration is not the wall clock that CPU time could be a share of)
+            client_cpu_frac=cpu_s / window.duration if window.duration > 0 and not simulated() else None,
             prefix_cache_hit_rate=hits / queries if queries > 0 else None,
             memory_kind=memory.kind, memory_mb=memory.mb)
         outputs = [

@@ -10,6 +10,12 @@ interleaving. Output tokens depend on the prompt only, so speculative and baseli
 (lossless), as in vLLM. At temperature > 0 the first token is sampled from four candidates (a generator
 seeded by the request id and prompt), the same distribution for every method; `output_fault: diverge`
 makes an engine with K > 0 lossy (other tokens at temperature 0, other first-token candidates above it).
+
+Clock (`fake.clock`): `simulated` (the default) runs each measurement window on a SimulatedClockLoop
+(load/clock.py), where a step's `asyncio.sleep` moves a simulated clock instead of waiting, so every latency and
+throughput figure is the exact function of the knobs above whatever the machine's load, and a window takes
+milliseconds. `real` sleeps for real (tests that must stop a sweep mid-window, overhead benchmarks). Engine start
+(`start_seconds`) always waits for real: it runs in the actor's own loop.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ import hashlib
 import math
 import os
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
+from ..load.clock import block
 from ..methods.schedule import k_at
 from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
 from ..spec.models import FakeEngineSpec
@@ -74,6 +80,7 @@ class FakeBackend(EngineBackend):
         self.noise_seed = knobs.noise_seed
         self.counter_fault = knobs.counter_fault
         self.block_loop_s = knobs.block_loop_ms / 1000.0
+        self.clock = knobs.clock
         self.lossy = knobs.output_fault == "diverge" and self.k > 0
         self.attention_backend = "simulated-other" if config.method_label in knobs.other_environment_methods else "none"
         self.slowdown = 1.0  # this window's noise factor (begin_window draws it)
@@ -82,6 +89,7 @@ class FakeBackend(EngineBackend):
         self._running: list[_Running] = []
         self._wakeup: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the step loop runs on
 
     async def start(self) -> None:
         if self.start_output:  # on fd 2, as a C library or a child process would write it
@@ -89,8 +97,25 @@ class FakeBackend(EngineBackend):
         if self._fail_start:
             raise EngineStartError(str(self._fail_start))
         await asyncio.sleep(self.start_seconds)
+        self._serve_here()
+
+    @property
+    def simulated_clock(self) -> bool:
+        """Whether measurement windows should run on a SimulatedClockLoop (engines/actor.py does so)."""
+        return self.clock == "simulated"
+
+    def _serve_here(self) -> None:
+        """Run the step loop on the running event loop. A simulated-clock window brings its own loop: the step
+        loop moves there (requests of an earlier loop cannot be waiting: a window ends when they have)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        old, task = self._loop, self._loop_task
+        if old is not None and task is not None and not task.done() and not old.is_closed():
+            old.call_soon_threadsafe(task.cancel)
+        self._waiting, self._running = [], []
         self._wakeup = asyncio.Event()
-        self._loop_task = asyncio.get_running_loop().create_task(self._step_loop())
+        self._loop, self._loop_task = loop, loop.create_task(self._step_loop())
 
     def k_for(self, batch: int) -> int:
         return min(self.k, k_at(self.schedule, batch)) if self.schedule else self.k
@@ -148,7 +173,7 @@ class FakeBackend(EngineBackend):
             await asyncio.sleep(self.step_duration(batch))
             self._time_step(batch, k)
             if self.block_loop_s:  # a saturated frontend: nothing else on this event loop runs meanwhile
-                time.sleep(self.block_loop_s)
+                block(self.block_loop_s)
             still = []
             for r in self._running:
                 first = r.produced == 0  # the first token comes from prefill: no verify step
@@ -176,6 +201,7 @@ class FakeBackend(EngineBackend):
         elif self.lossy:
             tokens[1:] = [t + 1 for t in tokens[1:]]
         req = _Running(tokens=tokens, rng=random.Random(f"{self.seed}/{request_id}/{text}"))
+        self._serve_here()
         self._waiting.append(req)
         assert self._wakeup is not None
         self._wakeup.set()
@@ -198,9 +224,12 @@ class FakeBackend(EngineBackend):
         return self.timing
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "fake", "attention_backend": self.attention_backend,
+        return {"backend": "fake", "attention_backend": self.attention_backend, "clock": self.clock,
                 "note": "simulated engine; not a measurement"}
 
     async def stop(self) -> None:
-        if self._loop_task is not None:
-            self._loop_task.cancel()
+        if self._loop_task is not None and self._loop is not None and not self._loop.is_closed():
+            if self._loop is asyncio.get_running_loop():
+                self._loop_task.cancel()
+            else:
+                self._loop.call_soon_threadsafe(self._loop_task.cancel)

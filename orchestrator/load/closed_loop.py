@@ -1,18 +1,20 @@
 """Closed-loop load: N workers each keep one request in flight until the prompt list is used up.
 
 Runs in the same process (event loop) as the engine frontend, so per-token timestamps are taken
-without an RPC hop; the engine core itself runs in its own process (vLLM V1 multiprocessing).
+without an RPC hop; the engine core itself runs in its own process (vLLM V1 multiprocessing). Times are the
+running loop's clock (load/clock.py): the wall clock, or simulated time when the fake backend's window runs on a
+SimulatedClockLoop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..datasets import Prompt
 from ..records import RequestSpecStats, SamplingSettings
+from .clock import now
 
 if TYPE_CHECKING:
     from ..engines.base import EngineBackend
@@ -30,7 +32,7 @@ WARMUP_MESSAGES = [
 @dataclass
 class RequestRecord:
     prompt_id: str
-    start: float  # time.perf_counter() when the request was sent
+    start: float  # clock.now() when the request was sent (the running loop's clock: simulated for the fake backend)
     chunk_times: list[float] = field(default_factory=list)  # arrival of each streamed chunk
     chunk_sizes: list[int] = field(default_factory=list)  # tokens in each chunk
     output_token_ids: list[int] = field(default_factory=list)
@@ -98,13 +100,13 @@ class LoadWindow:
 
 async def one_request(engine: "EngineBackend", request_id: str, prompt: Prompt, sampling: SamplingSettings,
                       timeout_s: float, due: float | None = None) -> RequestRecord:
-    rec = RequestRecord(prompt_id=prompt.id, start=time.perf_counter(), due=due)
+    rec = RequestRecord(prompt_id=prompt.id, start=now(), due=due)
 
     async def consume():
         async for chunk in engine.generate(request_id, prompt, sampling):
-            now = time.perf_counter()
+            t = now()
             if chunk.token_ids:
-                rec.chunk_times.append(now)
+                rec.chunk_times.append(t)
                 rec.chunk_sizes.append(len(chunk.token_ids))
                 rec.output_token_ids.extend(chunk.token_ids)
             rec.output_text += chunk.text
@@ -117,7 +119,7 @@ async def one_request(engine: "EngineBackend", request_id: str, prompt: Prompt, 
 
     try:
         await asyncio.wait_for(consume(), timeout=timeout_s)
-        rec.end = time.perf_counter()
+        rec.end = now()
     except asyncio.TimeoutError:
         rec.error = f"request timed out after {timeout_s:g} s"
     except Exception as e:  # a failed request is recorded, never silently dropped
@@ -141,9 +143,9 @@ async def run_closed_loop(engine: "EngineBackend", prompts: list[Prompt], sampli
                 return
             records[i] = await one_request(engine, f"{tag}-{i}", p, sampling, timeout_s)
 
-    start = time.perf_counter()
+    start = now()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
-    end = time.perf_counter()
+    end = now()
     return LoadWindow(records=[r for r in records if r is not None], start=start, end=end)
 
 

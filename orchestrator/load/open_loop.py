@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import time
 from typing import TYPE_CHECKING
 
 from ..datasets import Prompt
 from ..records import OpenLoopLoad, SamplingSettings
+from .clock import now
 from .closed_loop import LoadWindow, RequestRecord, one_request
 
 if TYPE_CHECKING:
@@ -66,18 +66,18 @@ async def run_open_loop(engine: "EngineBackend", prompts: list[Prompt], sampling
     return per-request records with their due and send times."""
     offsets = arrival_offsets(load, len(prompts))
     slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
-    start = time.perf_counter()
+    start = now()
 
     async def send(i: int, prompt: Prompt) -> RequestRecord:
         due = start + offsets[i]
-        delay = due - time.perf_counter()
+        delay = due - now()
         if delay > 0:
             await asyncio.sleep(delay)
         if slots is None:
             return await one_request(engine, f"{tag}-{i}", prompt, sampling, timeout_s, due=due)
         if slots.locked():  # full: time spent waiting for a free slot is queueing by design, not lag
             await slots.acquire()
-            due = max(due, time.perf_counter())
+            due = max(due, now())
         else:
             await slots.acquire()
         try:
@@ -86,4 +86,4 @@ async def run_open_loop(engine: "EngineBackend", prompts: list[Prompt], sampling
             slots.release()
 
     records = await asyncio.gather(*(send(i, p) for i, p in enumerate(prompts)))
-    return LoadWindow(records=list(records), start=start, end=time.perf_counter())
+    return LoadWindow(records=list(records), start=start, end=now())

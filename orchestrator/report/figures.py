@@ -239,8 +239,9 @@ def _speedup(data, groups, colours, plt, out) -> Figure:
             concs.update(x)
             has = [r.speedup_ci_low is not None and r.speedup_ci_high is not None for r in d]
             no_interval |= not all(has)
-            lo = [r.speedup - r.speedup_ci_low if h else 0 for r, h in zip(d, has)]
-            hi = [r.speedup_ci_high - r.speedup if h else 0 for r, h in zip(d, has)]
+            # (a zero-width interval can sit a rounding error beyond its median: matplotlib refuses negative bars)
+            lo = [max(0.0, r.speedup - r.speedup_ci_low) if h else 0 for r, h in zip(d, has)]
+            hi = [max(0.0, r.speedup_ci_high - r.speedup) if h else 0 for r, h in zip(d, has)]
             tag = name if len(datasets) == 1 else f"{name} / {ds}"
             c = colours[name]
             ax.errorbar(x, y, yerr=[lo, hi] if any(has) else None, marker="o", capsize=3, label=tag, color=c)

@@ -63,6 +63,7 @@ class FakeEngineSpec(_Strict):
     block_loop_ms: float = Field(0.0, ge=0, description="every step also blocks the engine process's event loop this "
                                  "long, as a saturated engine frontend would: open-loop sends fall behind their "
                                  "schedule (tests of the send_lag flag)")
+    clock: Literal["simulated", "real"] = Field("simulated", description="`simulated`: windows run on a simulated clock, their figures exact functions of these knobs whatever the machine's load; `real`: steps sleep (stopping a sweep mid-window, overhead benchmarks)")
     output_fault: Literal["none", "diverge"] = Field(
         "none", description="corrupt speculative outputs: with `diverge` an engine with K > 0 answers differently "
         "from the baseline (from the second token at temperature 0; a shifted first-token distribution at "

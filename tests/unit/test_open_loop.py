@@ -4,7 +4,6 @@ test that runs the fake engine does so in-process (no Ray)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import statistics
 
@@ -19,6 +18,7 @@ from orchestrator.datasets import Prompt
 from orchestrator.engines.base import EngineConfig
 from orchestrator.engines.fake import FakeBackend
 from orchestrator.load import RequestRecord, arrival_offsets, run_open_loop
+from orchestrator.load.clock import run_simulated
 from orchestrator.metrics import summarize_window
 from orchestrator.records import DraftCounters, OpenLoopLoad, SamplingSettings, SloThresholds, WindowMetrics
 from orchestrator.spec.models import CapacitySpec, SloSpec, SweepSpec
@@ -139,7 +139,7 @@ def _open_loop_window(load: OpenLoopLoad, **fake):
         await engine.stop()
         return window
 
-    return asyncio.run(go())
+    return run_simulated(go())  # the fake engine's simulated clock (load/clock.py): exact whatever the load
 
 
 def test_open_loop_follows_its_schedule_and_a_starved_generator_lags():
@@ -148,9 +148,9 @@ def test_open_loop_follows_its_schedule_and_a_starved_generator_lags():
     sends = [r.start - w.start for r in w.records]
     due = arrival_offsets(load, 40)
     assert all(r.ok for r in w.records)
-    assert max(abs(s - d) for s, d in zip(sends, due)) < 0.03  # sent on schedule, in prompt order
+    assert max(abs(s - d) for s, d in zip(sends, due)) < 1e-9  # sent on schedule, in prompt order
     m = summarize_window(w.records, w.duration, DraftCounters())
-    assert m.send_lag_ms_p99 < 30
+    assert m.send_lag_ms_p99 < 1e-6
     # every engine step blocks the event loop for 60 ms: sends due meanwhile go out late
     w = _open_loop_window(load, step_seconds=0.002, block_loop_ms=60)
     m = summarize_window(w.records, w.duration, DraftCounters())
@@ -162,10 +162,26 @@ def test_max_concurrency_caps_in_flight_without_counting_as_lag():
     spans = sorted((r.start, r.end) for r in w.records)
     most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert most == 4
-    assert summarize_window(w.records, w.duration, DraftCounters()).send_lag_ms_p99 < 20
+    assert summarize_window(w.records, w.duration, DraftCounters()).send_lag_ms_p99 < 1e-6
 
 
 # ---- capacity search ----------------------------------------------------------------------------------------
+def test_the_bracket_and_the_capacity_are_offered_rates():
+    """Probes placed at nominal rates whose windows offered 20 % more (a raw draw): the search brackets on what
+    was offered, so the capacity figure is the engine's (10 req/s), not the nominal rate that happened to
+    carry it (8.33)."""
+    s = CapacitySearch(CapacitySpec(start_rate=1, resolution=0.05, target_attainment=0.9))
+    while (rate := s.next_rate()) is not None:
+        offered = rate * 1.2
+        s.observe(rate, 1.0 if offered <= 10 else 0.0, offered_rate=offered)
+    # (offered rates count at three significant digits, as probe rates: 10.04 offered is 10.0)
+    assert s.status == "bracketed" and s.passing <= 10 <= s.failing and s.failing / s.passing <= 1.05 + 1e-9
+    assert all(p.load == round_rate(p.rate * 1.2) for p in s.probes)
+    # without an offered rate (a failed probe, an older row) a probe counts at its nominal rate
+    assert CapacitySearch(CapacitySpec()).probes == [] and \
+        next(iter([p for p in search_on(lambda r: 1.0).probes])).load == 1.0
+
+
 def search_on(curve, **settings) -> CapacitySearch:
     s = CapacitySearch(CapacitySpec(**settings))
     while (rate := s.next_rate()) is not None:

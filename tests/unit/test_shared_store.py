@@ -132,10 +132,11 @@ def test_three_kills_then_one_plain_run_completes_every_trial(write_spec, sqlite
     assert "all 16 trials COMPLETE" in out and st.get_sweep("shared-sweep").status == "complete"
 
 
+@pytest.mark.real_clock
 @pytest.mark.ray
 def test_an_interrupted_adaptive_sweep_resumes_its_unfinished_trials(write_spec, sqlite_url):
     spec = write_spec(SPEC.replace("measurement:", "search: {sampler: random, n_trials: 5, seed: 1}\nmeasurement:")
-                      .replace("step_seconds: 0.02", "step_seconds: 0.08"))  # trials of ~1-2 s: SIGTERM lands mid-trial
+                      .replace("step_seconds: 0.02", "step_seconds: 0.08, clock: real"))  # trials of ~1-2 s: SIGTERM lands mid-trial
     st = Store(sqlite_url)
     proc = _cli(spec, sqlite_url)
     _wait(st, proc, lambda rows: _complete(rows) >= 1 and any(r.state == TrialState.RUNNING for r in rows))
@@ -171,9 +172,11 @@ def test_a_trial_that_failed_on_its_own_keeps_exit_1(write_spec, sqlite_url):
     assert proc.returncode == 1 and [r.attempt for r in _rows(st) if r.state == TrialState.FAIL] == [2], out[-3000:]
 
 
+@pytest.mark.real_clock
 @pytest.mark.ray
 def test_second_controller_is_refused_and_a_killed_one_is_taken_over(write_spec, sqlite_url):
-    small = SPEC.replace("[2, 3, 4]", "[2, 3]").replace("[1, 2, 3, 4]", "[1, 2]")  # 6 trials on 3 engines
+    small = SPEC.replace("[2, 3, 4]", "[2, 3]").replace("[1, 2, 3, 4]", "[1, 2]").replace(
+        "step_seconds: 0.02", "step_seconds: 0.02, clock: real")  # 6 trials on 3 engines, in wall-clock time
     spec = write_spec(small)
     st = Store(sqlite_url)
     first = _cli(spec, sqlite_url)

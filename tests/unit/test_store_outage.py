@@ -21,7 +21,7 @@ pytestmark = pytest.mark.ray
 SPEC = """
 name: outage-sweep
 target: {model: fake-model}
-engine: {backend: fake, fake: {step_seconds: 0.01}}
+engine: {backend: fake, fake: {step_seconds: 0.01, clock: real}}
 workload: {dataset: smoke, num_prompts: 4, max_tokens: 16}
 methods:
   baseline: {}

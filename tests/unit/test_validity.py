@@ -154,8 +154,8 @@ def with_fake(text: str, knobs: str) -> str:
 
 def test_paired_baselines_rotation_speedup_and_crossover(ray_session, write_spec, store_url):
     st = Store(store_url)
-    # 10 ms simulated steps: a window long enough that a hiccup of a loaded CI machine cannot flip the outcome
-    out = run_sweep(load_spec(write_spec(SPEC.replace("step_seconds: 0.002", "step_seconds: 0.01"))), st)
+    # simulated time (exact figures): per-window noise makes the repeats differ, so the interval has a width
+    out = run_sweep(load_spec(write_spec(SPEC.replace("step_seconds: 0.002", "step_seconds: 0.01, noise: 0.02"))), st)
     assert (out.completed, out.baselines, out.failed) == (2, 2, 0)
     rows = st.trial_results("validity")
     base = {r.concurrency: r for r in rows if r.role == "paired_baseline"}
