@@ -9,6 +9,13 @@ measured with `measurement.repeats` windows on the same warm engine; its attainm
 The result is a bracket: `max_rate_within_slo` (the highest passing rate) and `first_failing_rate` (the lowest
 failing one): the capacity lies between them.
 
+Rates are offered rates (issue 51): a probe is placed at a nominal rate, but the bracket, the bisection and the
+result use the rate its windows really offered (the median of their `offered_rate`, from the send times), so the
+capacity figure is the load the engine was seen to carry. With the default `workload.schedule: exact` the two
+agree to rounding; with `raw` schedules of a few prompts they scatter by ~1/sqrt(n) (+-25 % at 16 prompts), and a
+bracket on the nominal rate would inherit that error. A probe without an offered rate (a failed trial; rows of
+earlier versions) counts at its nominal rate.
+
 Resume: probes are trials like any other; a rerun replays the stored ones (same point key) without engine
 time, so a killed search continues where it stopped and a finished one is rebuilt from its rows.
 """
@@ -34,9 +41,17 @@ def round_rate(rate: float) -> float:
 
 @dataclass(frozen=True)
 class Probe:
-    rate: float
+    rate: float  # the nominal rate the probe was placed at
     attainment: float | None  # None: the probe's trial failed
     trial_id: int | None = None
+    offered_rate: float | None = None  # what its windows really offered (median); None: not measured
+
+    @property
+    def load(self) -> float:
+        """The rate the search counts the probe at: offered when measured, else nominal; three significant digits
+        as the probe rates (so an exact schedule's offered rate, equal to the nominal one but for float rounding,
+        counts as the nominal rate itself)."""
+        return round_rate(self.offered_rate) if self.offered_rate is not None else self.rate
 
 
 @dataclass
@@ -59,16 +74,20 @@ class CapacitySearch:
             self.status = "probe_limit"
         return None if self.status is not None else self.rate
 
-    def observe(self, rate: float, attainment: float | None, trial_id: int | None = None) -> None:
+    def observe(self, rate: float, attainment: float | None, trial_id: int | None = None,
+                offered_rate: float | None = None) -> None:
+        """A probe placed at nominal `rate` measured `attainment` while offering `offered_rate`."""
         s = self.settings
-        self.probes.append(Probe(rate, attainment, trial_id))
+        probe = Probe(rate, attainment, trial_id, offered_rate)
+        self.probes.append(probe)
         if attainment is None:
             self.status = "failed"
             return
+        load = probe.load
         if attainment >= s.target_attainment:
-            self.passing = rate if self.passing is None else max(self.passing, rate)
+            self.passing = load if self.passing is None else max(self.passing, load)
         else:
-            self.failing = rate if self.failing is None else min(self.failing, rate)
+            self.failing = load if self.failing is None else min(self.failing, load)
         if self.failing is None:  # every probe passed: climb
             if rate >= s.max_rate:
                 self.status = "above_max"
@@ -80,11 +99,19 @@ class CapacitySearch:
             else:
                 self.rate = max(round_rate(rate / 2), s.min_rate)
         else:
-            mid = round_rate(math.sqrt(self.passing * self.failing))
-            if self.failing / self.passing <= 1 + s.resolution or not self.passing < mid < self.failing:
+            mid = math.sqrt(self.passing * self.failing)  # the offered rate to try next
+            nominal = round_rate(mid * self._nominal_per_offered())  # placed so that it offers about `mid`
+            if (self.failing / self.passing <= 1 + s.resolution or not self.passing < round_rate(mid) < self.failing
+                    or any(p.rate == nominal for p in self.probes)):  # (would repeat a probe)
                 self.status = "bracketed"
             else:
-                self.rate = mid
+                self.rate = nominal
+
+    def _nominal_per_offered(self) -> float:
+        """How much nominal rate it took per offered req/s so far (median over probes; 1 without offered rates):
+        a systematic gap (send lag, a max_concurrency cap) moves the next probe, a draw's scatter barely."""
+        ratios = sorted(p.rate / p.offered_rate for p in self.probes if p.offered_rate)
+        return ratios[len(ratios) // 2] if ratios else 1.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +145,8 @@ def capacity_record(result: CapacityResult, planned: PlannedTrial | None, target
         status=result.status,
         max_rate_within_slo=result.max_rate_within_slo,
         first_failing_rate=result.first_failing_rate,
-        probes=[{"rate": p.rate, "attainment": p.attainment, "trial_id": p.trial_id} for p in result.probes],
+        probes=[{"rate": p.rate, "offered_rate": p.offered_rate, "attainment": p.attainment, "trial_id": p.trial_id}
+                for p in result.probes],
     )
 
 
@@ -162,7 +190,7 @@ class CapacityStrategy:
                 row = stored.get(point_key(params))
                 if row is not None and row.state == TrialState.COMPLETE:  # measured before (resume): replay it
                     summary = self.store.trial_result(row.id).summary()
-                    search.observe(rate, summary.slo_attainment, row.id)
+                    search.observe(rate, summary.slo_attainment, row.id, summary.offered_rate)
                     continue
                 if row is not None and row.state == TrialState.FAIL and not self.retry_failed:
                     search.observe(rate, None, row.id)
@@ -197,7 +225,8 @@ class CapacityStrategy:
         if self.active.get(key) is run:
             self.active[key] = None
             self.searches[key].observe(float(run.params["request_rate"]),
-                                       None if summary is None else summary.slo_attainment, run.trial_id)
+                                       None if summary is None else summary.slo_attainment, run.trial_id,
+                                       None if summary is None else summary.offered_rate)
 
     def window_done(self, run: TrialRun) -> bool:
         return len(run.windows) >= self.repeats

@@ -50,16 +50,16 @@ def sweep_state_line(outcome) -> str:
 
 
 def capacity_text(status: str, passing: float | None, failing: float | None) -> str:
-    """One configuration's capacity in words (run output, `results`)."""
+    """One configuration's capacity in words (run output, `results`); rates are offered rates, three digits."""
     if status == "failed":
         return "search failed (a probe's trial failed; see its error)"
     if status == "above_max":
-        return f"meets the SLO up to the highest rate probed, {passing:g} req/s (search.capacity.max_rate)"
+        return f"meets the SLO up to the highest rate probed, {passing:.3g} req/s (search.capacity.max_rate)"
     if status == "below_min" or passing is None:
-        return f"misses the SLO even at {failing:g} req/s (search.capacity.min_rate)"
-    bracket = f" (fails at {failing:g})" if failing is not None else ""
+        return f"misses the SLO even at {failing:.3g} req/s (search.capacity.min_rate)"
+    bracket = f" (fails at {failing:.3g})" if failing is not None else ""
     limit = " [probe limit reached]" if status == "probe_limit" else ""
-    return f"{passing:g} req/s within the SLO{bracket}{limit}"
+    return f"{passing:.3g} req/s within the SLO{bracket}{limit}"
 
 
 def recommendation_lines(rec) -> list[str]:

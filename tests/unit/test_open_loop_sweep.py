@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from orchestrator.controller.capacity import round_rate
 from orchestrator.controller.runner import run_sweep
 from orchestrator.spec import load_spec
 from orchestrator.store import Store
@@ -128,6 +129,7 @@ def test_capacity_search_finds_the_saturation_point_and_resumes(ray_session, wri
         for p in cap.probes:
             r = rows[p["trial_id"]]
             assert r.request_rate == p["rate"] and r.slo_attainment == p["attainment"]
+            assert p["offered_rate"] == r.offered_rate and round_rate(r.offered_rate) == p["rate"]  # exact schedule
             assert (p["attainment"] >= 0.9) == (p["rate"] <= cap.max_rate_within_slo)
     # `results` and the report say it in words, with the ratio to the baseline, and draw it
     from typer.testing import CliRunner
