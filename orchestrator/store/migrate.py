@@ -1,7 +1,7 @@
 """Schema versions of the results store, through Alembic (db/migrations). Every Store open brings the
 database to the newest revision: a new database is created at head; a database from the first release
 (tables but no version table) is recognised as revision 0001 and upgraded. Views are derived objects:
-dropped before and recreated after every upgrade from orchestrator/store/schema.py, and otherwise only when
+dropped before and recreated after every upgrade from orchestrator/store/schema/, and otherwise only when
 their definitions changed (a hash in specsweep_meta), so readers are never left without them.
 
 Initialisation runs under one lock per database (PostgreSQL: a session advisory lock; SQLite: an exclusive
@@ -31,7 +31,19 @@ INIT_LOCK_KEY = 727265  # PostgreSQL advisory lock key of store initialisation
 if TYPE_CHECKING:
     from alembic.config import Config
 
-VIEWS_HASH = hashlib.sha256("\n".join(VIEWS.values()).encode()).hexdigest()[:16]
+def _comments_text() -> str:
+    """Every description the store carries (tables, columns, views, view columns), as one text for the hash."""
+    from .schema import metadata
+    from .view_docs import VIEW_COLUMN_DOCS, VIEW_DOCS
+
+    parts = [f"{t.name}:{t.comment}" + "".join(f"|{c.name}:{c.comment}" for c in t.columns)
+             for t in metadata.sorted_tables]
+    parts += [f"{v}:{VIEW_DOCS[v]}" + "".join(f"|{c}:{d}" for c, d in VIEW_COLUMN_DOCS[v].items()) for v in VIEWS]
+    return "\n".join(parts)
+
+
+# The views and the descriptions: both are derived objects, recreated when either changed.
+VIEWS_HASH = hashlib.sha256(("\n".join(VIEWS.values()) + _comments_text()).encode()).hexdigest()[:16]
 OPTUNA_TABLES = ("studies", "version_info", "trials")
 
 
@@ -162,8 +174,32 @@ def _drop_views(conn: Connection) -> None:
 def _create_views(conn: Connection) -> None:
     for ddl in VIEWS.values():
         conn.execute(text(ddl))
+    if conn.dialect.name == "postgresql":
+        _comment_on_everything(conn)
     conn.execute(delete(store_meta).where(store_meta.c.key == "views_hash"))
     conn.execute(insert(store_meta).values(key="views_hash", value=VIEWS_HASH))
+
+
+def _comment_on_everything(conn: Connection) -> None:
+    """PostgreSQL: the descriptions of store/schema/ (tables, columns) and store/view_docs.py (views, their
+    columns) as COMMENT ON, so `\\d+` shows them (SQLite keeps no comments; the docs' reference has them)."""
+    from sqlalchemy.schema import DDL, SetColumnComment, SetTableComment
+
+    from .schema import metadata
+    from .view_docs import VIEW_COLUMN_DOCS, VIEW_DOCS
+
+    def literal(value: str) -> str:
+        return "'" + value.replace("'", "''").replace("%", "%%") + "'"
+
+    quote = conn.dialect.identifier_preparer.quote
+    for table in metadata.sorted_tables:
+        conn.execute(SetTableComment(table))
+        for column in table.columns:
+            conn.execute(SetColumnComment(column))
+    for view in VIEWS:  # DDL(): executed as SetColumnComment is (a '%' is doubled for the driver's paramstyle)
+        conn.execute(DDL(f"COMMENT ON VIEW {quote(view)} IS {literal(VIEW_DOCS[view])}"))  # type: ignore[no-untyped-call]
+        for name, doc in VIEW_COLUMN_DOCS[view].items():
+            conn.execute(DDL(f"COMMENT ON COLUMN {quote(view)}.{quote(name)} IS {literal(doc)}"))  # type: ignore[no-untyped-call]
 
 
 def _ensure_views(conn: Connection) -> None:

@@ -52,10 +52,44 @@ def cli_params() -> dict[str, str | None]:
     return out
 
 
+def store_columns() -> dict[str, dict[str, str | None]]:
+    """Every table's and view's columns with their descriptions (store/schema/ comments, view_docs.py), keyed by the
+    columns a store at head really has (SQLite)."""
+    import tempfile
+
+    from sqlalchemy import inspect
+
+    from orchestrator.store import Store
+    from orchestrator.store.schema import metadata
+    from orchestrator.store.view_docs import VIEW_COLUMN_DOCS
+
+    st = Store(f"sqlite:///{tempfile.mkdtemp()}/s.db")
+    insp = inspect(st.engine)
+    out: dict[str, dict[str, str | None]] = {}
+    for name in metadata.tables:
+        out[name] = {c["name"]: metadata.tables[name].c[c["name"]].comment for c in insp.get_columns(name)}
+    for name in insp.get_view_names():
+        out[name] = {c["name"]: VIEW_COLUMN_DOCS.get(name, {}).get(c["name"]) for c in insp.get_columns(name)}
+    st.dispose()
+    return out
+
+
 def poor(described: dict[str, str | None]) -> list[str]:
     """Entries whose description is missing, empty or only their own name."""
     return [k for k, v in described.items()
             if not v or not v.strip() or v.strip().lower().replace(" ", "_") == k.rsplit(".", 1)[-1].split(": ")[-1]]
+
+
+def test_every_table_view_and_column_of_the_store_is_described():
+    from orchestrator.store.schema import metadata
+    from orchestrator.store.view_docs import VIEW_COLUMN_DOCS, VIEW_DOCS
+
+    columns = store_columns()
+    assert set(VIEW_DOCS) == set(VIEW_COLUMN_DOCS) and set(VIEW_DOCS) <= set(columns)
+    assert poor({f"{t}.{c}": d for t, cols in columns.items() for c, d in cols.items()}) == []
+    assert poor({t.name: t.comment for t in metadata.tables.values()}) == [] and poor(VIEW_DOCS) == []
+    # no description of a column the view does not have
+    assert {v: sorted(set(d) - set(columns[v])) for v, d in VIEW_COLUMN_DOCS.items()} == {v: [] for v in VIEW_DOCS}
 
 
 def test_every_spec_field_cli_option_and_method_parameter_is_described():
@@ -78,4 +112,30 @@ def test_the_generated_pages_cover_every_field_and_option(tmp_path, monkeypatch)
         command, name = key.split(": ")
         assert f"## `{command}`" in cli and (name == "(the command)" or f"| `{name}` |" in cli), key
     tables = (tmp_path / "tables.md").read_text()
-    assert "## `sweep_trials`" in tables and "| `offered_rate` |" in tables
+    for name, columns in store_columns().items():
+        section = tables.split(f"### `{name}`\n", 1)[1].split("\n### ", 1)[0]
+        assert all(f"| `{c}` |" in section for c in columns), name
+
+
+def test_every_environment_variable_and_exit_code_is_described_once():
+    """Every SPECSWEEP_* variable the package names is in the registry (settings.ENVIRONMENT), described; every
+    EXIT_ constant of errors.py has its meaning in EXIT_CODES; the generated page lists both."""
+    import re
+
+    from orchestrator import errors
+    from orchestrator.settings import ENVIRONMENT
+
+    named = {m for f in (ROOT / "orchestrator").rglob("*.py")
+             for m in re.findall(r"SPECSWEEP_[A-Z0-9_]+", f.read_text(encoding="utf-8"))}
+    registry = {v.name: v.what for v in ENVIRONMENT}
+    assert len(registry) == len(ENVIRONMENT)  # no variable twice
+    assert sorted(named - set(registry)) == []
+    assert poor(registry) == [] and all(v.default for v in ENVIRONMENT)
+    constants = {getattr(errors, n) for n in dir(errors) if n.startswith("EXIT_") and n != "EXIT_CODES"}
+    assert constants == set(errors.EXIT_CODES) and poor({str(k): v for k, v in errors.EXIT_CODES.items()}) == []
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    page = gen.environment_page()
+    assert all(f"| `{name}` |" in page for name in registry)
+    assert all(f"| {code} |" in page for code in errors.EXIT_CODES)
