@@ -105,8 +105,9 @@ def test_infeasible_slo_excluded_from_front(ray_session, write_spec, sqlite_url)
     assert all(r.feasible in (False, 0) for r in res) and not any(r.on_pareto_front for r in res)
 
 
+@pytest.mark.real_clock
 def test_actor_killed_mid_trial_fails_one_trial(ray_session, write_spec, sqlite_url):
-    text = GRID.replace("step_seconds: 0.001", "step_seconds: 0.05").replace("max_num_seqs: [8, 16]", "max_num_seqs: [8]")
+    text = GRID.replace("step_seconds: 0.001", "step_seconds: 0.05, clock: real").replace("max_num_seqs: [8, 16]", "max_num_seqs: [8]")
     st = Store(sqlite_url)
     killed = {}
 

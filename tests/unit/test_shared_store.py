@@ -109,9 +109,10 @@ def test_a_dead_owner_on_this_host_is_taken_over_at_once(sqlite_url):
 
 
 # ---- honest resume --------------------------------------------------------------------------------------------
+@pytest.mark.real_clock
 @pytest.mark.ray
 def test_three_kills_then_one_plain_run_completes_every_trial(write_spec, sqlite_url):
-    spec = write_spec(SPEC)
+    spec = write_spec(SPEC.replace("step_seconds: 0.02", "step_seconds: 0.02, clock: real"))  # killed mid-trial
     st = Store(sqlite_url)
     done_before: dict[int, object] = {}
     for n in (2, 6, 10):  # SIGKILL the controller three times, each after more trials completed
