@@ -63,7 +63,10 @@ class CapacitySearch:
     passing: float | None = None  # highest rate that met the target
     failing: float | None = None  # lowest rate that missed it
     probes: list[Probe] = field(default_factory=list)
-    status: str | None = None  # None while searching; bracketed | above_max | below_min | probe_limit | failed
+    # None while searching; bracketed | above_max | below_min | probe_limit | failed | non_monotone (a rate passed
+    # above one that failed: noise, repeat more) | stalled (the next probe would repeat one: the bracket is wider
+    # than the resolution)
+    status: str | None = None
 
     def __post_init__(self) -> None:
         self.rate = round_rate(self.settings.start_rate)
@@ -98,12 +101,15 @@ class CapacitySearch:
                 self.status = "below_min"
             else:
                 self.rate = max(round_rate(rate / 2), s.min_rate)
+        elif self.passing >= self.failing:  # a rate passed above one that failed: attainment is not monotone
+            self.status = "non_monotone"
         else:
             mid = math.sqrt(self.passing * self.failing)  # the offered rate to try next
             nominal = round_rate(mid * self._nominal_per_offered())  # placed so that it offers about `mid`
-            if (self.failing / self.passing <= 1 + s.resolution or not self.passing < round_rate(mid) < self.failing
-                    or any(p.rate == nominal for p in self.probes)):  # (would repeat a probe)
+            if self.failing / self.passing <= 1 + s.resolution or not self.passing < round_rate(mid) < self.failing:
                 self.status = "bracketed"
+            elif any(p.rate == nominal for p in self.probes):  # offered rates led back to a probed rate
+                self.status = "stalled"
             else:
                 self.rate = nominal
 

@@ -133,7 +133,7 @@ class CapacityFound:
     label: str
     k: int | None
     dataset: str
-    status: str  # bracketed | above_max | below_min | probe_limit | failed
+    status: str  # bracketed | above_max | below_min | probe_limit | failed | non_monotone | stalled
     max_rate_within_slo: float | None
     first_failing_rate: float | None
     probes: int

@@ -57,8 +57,12 @@ def capacity_text(status: str, passing: float | None, failing: float | None) -> 
         return f"meets the SLO up to the highest rate probed, {passing:.3g} req/s (search.capacity.max_rate)"
     if status == "below_min" or passing is None:
         return f"misses the SLO even at {failing:.3g} req/s (search.capacity.min_rate)"
+    if status == "non_monotone":
+        return (f"not monotone: {passing:.3g} req/s met the SLO but {failing:.3g} req/s did not (noise: more repeats "
+                "or prompts per probe)")
     bracket = f" (fails at {failing:.3g})" if failing is not None else ""
-    limit = " [probe limit reached]" if status == "probe_limit" else ""
+    limit = {"probe_limit": " [probe limit reached]",
+             "stalled": " [the offered rates would repeat a probe: bracket wider than the resolution]"}.get(status, "")
     return f"{passing:.3g} req/s within the SLO{bracket}{limit}"
 
 

@@ -256,3 +256,14 @@ space: {concurrency: [1, 4], request_rate: [3]}
 """))
     points = SearchSpace(loaded, "fake-model").grid()
     assert [(p.get("concurrency"), p.get("request_rate")) for p in points] == [(1, None), (4, None), (None, 3.0)]
+
+
+def test_offered_rates_that_cross_are_reported_not_bracketed():
+    """A probe placed inside the bracket may offer more than the failing rate and still pass (noise): the
+    search says so (non_monotone) instead of reporting a bracket whose ends are inverted."""
+    s = CapacitySearch(CapacitySpec(start_rate=4, resolution=0.05))
+    s.observe(4.0, 1.0, offered_rate=4.0)
+    s.observe(8.0, 0.0, offered_rate=8.0)
+    assert s.next_rate() == round_rate(math.sqrt(32))
+    s.observe(s.rate, 1.0, offered_rate=9.0)  # placed at ~5.66, it offered 9 and passed
+    assert s.status == "non_monotone" and s.next_rate() is None

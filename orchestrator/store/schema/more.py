@@ -50,7 +50,8 @@ sweep_capacity = Table(
            comment="The per-request SLO thresholds as JSON (measurement.slo: ttft_ms, tpot_ms, e2e_ms)"),
     Column("status", String(16), nullable=False,
            comment="bracketed (capacity between the two rates) | above_max (passed at max_rate) | below_min "
-                   "(failed at min_rate) | probe_limit (max_probes spent) | failed (a probe's trial failed)"),
+                   "(failed at min_rate) | probe_limit (max_probes spent) | failed (a probe's trial failed) | "
+                   "non_monotone (a rate passed above one that failed) | stalled (the next probe would repeat one)"),
     Column("max_rate_within_slo", Float,
            comment="Highest probed rate that met the target attainment, requests/s (the offered rate where "
                    "measured); NULL: none did"),
