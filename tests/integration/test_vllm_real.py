@@ -37,11 +37,18 @@ def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("
         (b,) = [r for r in rows if r.method == "baseline" and r.concurrency == c]
         bo = {o.prompt_id: o.output_token_ids for o in st.request_outputs(b.trial_id)}
         assert len(bo) == 6 and all(len(v) > 0 for v in bo.values())
+        # the baseline's first window was scored on its engine (prompt_logprobs=2): its top two at every position,
+        # the top one being its own greedy token (a teacher-forced prefill may round a near tie the other way)
+        scored = [o for o in st.request_outputs(b.trial_id) if o.top2]
+        assert len(scored) == 6 and all(len(o.top2) == len(o.output_token_ids) for o in scored)
+        positions = [(t, row) for o in scored for t, row in zip(o.output_token_ids, o.top2)]
+        assert all(row[2] >= 0 and row[0] != row[1] for _, row in positions)
+        assert sum(int(row[0]) == t for t, row in positions) >= 0.95 * len(positions)
         for n in (r for r in rows if r.method != "baseline" and r.concurrency == c):
             no = {o.prompt_id: o.output_token_ids for o in st.request_outputs(n.trial_id)}
             assert bo == no, f"{n.method} output differs from baseline at concurrency {c}"
             # ... and the stored lossless check and speedup say so
-            assert n.baseline_trial_id == b.trial_id and n.greedy_match_rate == 1.0, n
+            assert n.baseline_trial_id == b.trial_id and n.greedy_match_rate == 1.0 and n.departures == 0, n
             assert abs(n.speedup - n.output_tok_s / b.output_tok_s) < 1e-9
             assert "lossy?" not in (n.flags or "")
             assert n.memory_kind == "rss" and n.engine_memory_mb > 100 and n.kv_cache_tokens > 0, n
@@ -79,7 +86,10 @@ def check_decomposition(st: Store, r: dict) -> None:
     if r.method != "baseline":
         assert r.step_cost_ratio > 0 and r.decode_tokens_per_step >= 1.0, r
         assert abs(r.predicted_speedup - r.decode_tokens_per_step / r.step_cost_ratio) < 1e-9
-        assert r.identity_residual is not None, r
+        # measured speedup against the identity's prediction: within -6.9 % .. +10.8 % on the demo's 20 rows
+        # (concepts/measurement.md); a broken decomposition (a step counted twice, prefill in the step cost) is off
+        # by a factor, so 50 % is far from what tiny windows scatter and close enough to catch it
+        assert r.identity_residual is not None and abs(r.identity_residual) < 0.5, r
 
 
 def tiny_random_llama(folder: Path, target: Path) -> Path:

@@ -88,6 +88,20 @@ def test_nights_of_history_a_regression_and_plain_noise(ray_session, store_url, 
     res = runner.invoke(app, ["query", "--saved", "nightly-regressions", "--store", store_url, "--format", "json"])
     assert res.exit_code == 0, res.output
     assert {(r["metric"], r["verdict"]) for r in json.loads(res.stdout)} >= {("output_tok_s", "regression")}
+    # night 8: steps 18.5 % slower -> throughput ~15.6 % lower, between half the threshold (12.5 %) and the
+    # threshold (25 %): suspicious, not a regression (exit 0); TPOT +18.5 % stays under half its 40 %: ok.
+    # (Simulated time: the only scatter is the injected 2 % noise.)
+    res = night(7, step=0.0237)
+    assert res.exit_code == 0, res.output
+    verdicts = {(r.label, r.metric): r.verdict for r in st.nightly_history(8)}
+    assert verdicts == {(label, metric): verdict for label in ("baseline", "ngram")  # (its paired baseline too)
+                        for metric, verdict in (("output_tok_s", "suspicious"), ("tpot_ms_p50", "ok"))}, verdicts
+    assert "0 regressions, 2 suspicious" in res.output, res.output
+    # night 9 with `history: 3`: only the last three nights are history (without the limit: 7, six comparable)
+    suite.write_text(SUITE.replace("history: 7", "history: 3"))
+    res = night(8)
+    assert res.exit_code == 0, res.output
+    assert {r.history_n for r in st.nightly_history(9)} == {3}
 
 
 def test_two_nightly_runs_never_overlap(ray_session, store_url, tmp_path):
