@@ -16,6 +16,7 @@ from ..spec.models import MeasurementSpec
 from ..states import QUEUED, BaselineState, TrialState
 from ..store import EnvironmentRow, Store, TrialRow
 from ..validity import fingerprint_diff, first_token_test, greedy_match, pairing_flags, speedup_interval
+from ..validity.lossless import near_tie_margin
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -27,6 +28,15 @@ def _environments(store: Store, trial_id: int, fallback: int | None) -> list[Env
     if not envs and fallback is not None:
         envs = {fallback}
     return [store.environment(e) for e in sorted(envs)]
+
+
+def ran_dtype(env: EnvironmentRow | None) -> str | None:
+    """The dtype the baseline's engine computed in: what vLLM reported it ran (a GPU's `auto` resolves to the
+    checkpoint's), else what specsweep chose."""
+    if env is None:
+        return None
+    engine = env.fact("engine") or {}
+    return engine.get("model_dtype_effective") or env.dtype
 
 
 def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temperature: float,
@@ -60,8 +70,12 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
     spec_out, base_out = store.request_outputs(trial_id, None), store.request_outputs(baseline_id, None)
     match = dist = None
     if temperature == 0:
+        # the baseline's top-2 where it was scored (its first window): near ties are numerics, not a loss
+        top2 = {o.prompt_id: o.top2 for o in base_out if o.ok and o.top2}
+        base_env = next((e for e in _environments(store, baseline_id, base.environment_id) if e is not None), None)
         match = greedy_match({(o.repeat, o.prompt_id): o.output_token_ids or [] for o in spec_out if o.ok},
-                             {(o.repeat, o.prompt_id): o.output_token_ids or [] for o in base_out if o.ok})
+                             {(o.repeat, o.prompt_id): o.output_token_ids or [] for o in base_out if o.ok},
+                             top2, near_tie_margin(ran_dtype(base_env)))
     else:
         dist = first_token_test([o.output_token_ids[0] for o in spec_out if o.ok and o.output_token_ids],
                                 [o.output_token_ids[0] for o in base_out if o.ok and o.output_token_ids])

@@ -57,7 +57,9 @@ class TrialRun:
         return MeasureRequest(dataset=self.planned.dataset, concurrency=self.planned.concurrency, open_loop=open_loop,
                               slo=window.slo, warmup_requests=window.warmup_requests,
                               request_timeout_s=window.request_timeout_s,
-                              discard_first_window=window.discard_first_window)
+                              discard_first_window=window.discard_first_window,
+                              # a baseline's first window: its top-2 per position, for the lossless check
+                              score_top2=not self.windows and not self.planned.engine.speculative_config)
 
 
 @dataclass(frozen=True)

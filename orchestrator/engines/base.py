@@ -83,6 +83,12 @@ class EngineBackend(abc.ABC):
         backend cannot time its steps."""
         return None
 
+    async def score_top2(self, prompt: "Prompt", sampling: SamplingSettings) -> list[list[float]] | None:
+        """A check pass outside every measured window: `prompt` answered again greedily, with this engine's top two
+        at every position it produced: [top-1 token id (the one it chose), runner-up token id, top-1 minus
+        runner-up logprob]. None: not available."""
+        return None
+
     def begin_window(self) -> None:
         """Called before each measurement window (the fake backend draws its injected noise here)."""
 

@@ -9,7 +9,9 @@ come from a generator seeded by (seed, request id), so a run is deterministic fo
 interleaving. Output tokens depend on the prompt only, so speculative and baseline outputs are identical
 (lossless), as in vLLM. At temperature > 0 the first token is sampled from four candidates (a generator
 seeded by the request id and prompt), the same distribution for every method; `output_fault: diverge`
-makes an engine with K > 0 lossy (other tokens at temperature 0, other first-token candidates above it).
+makes an engine with K > 0 lossy (other tokens at temperature 0, other first-token candidates above it);
+`output_fault: near_tie` makes it part from the baseline only where the simulated top two are nearly tied
+(score_top2), as bfloat16 rounding does: numerics, not a loss.
 
 Clock (`fake.clock`): `simulated` (the default) runs each measurement window on a SimulatedClockLoop
 (load/clock.py), where a step's `asyncio.sleep` moves a simulated clock instead of waiting, so every latency and
@@ -33,6 +35,12 @@ from ..methods.schedule import k_at
 from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTiming, TokenChunk
 from ..spec.models import FakeEngineSpec
 from .base import EngineBackend, EngineStartError
+
+NEAR_TIE_FIRST, NEAR_TIE_GAP, CLEAR_GAP = 3, 0.01, 6.0  # the simulated top-2 margins (score_top2)
+
+
+def _text(prompt) -> str:
+    return prompt.id + "\n" + "\n".join(str(m.get("content", "")) for m in prompt.messages)
 
 
 @dataclass
@@ -82,6 +90,7 @@ class FakeBackend(EngineBackend):
         self.block_loop_s = knobs.block_loop_ms / 1000.0
         self.clock = knobs.clock
         self.lossy = knobs.output_fault == "diverge" and self.k > 0
+        self.near_tie = knobs.output_fault == "near_tie" and self.k > 0
         self.attention_backend = "simulated-other" if config.method_label in knobs.other_environment_methods else "none"
         self.slowdown = 1.0  # this window's noise factor (begin_window draws it)
         self._windows = 0
@@ -191,15 +200,14 @@ class FakeBackend(EngineBackend):
     async def generate(self, request_id: str, prompt, sampling: SamplingSettings) -> AsyncIterator[TokenChunk]:
         if self._fail_warmup and prompt.id.startswith("warmup-"):
             raise RuntimeError("simulated warm-up failure (fake: fail_warmup)")
-        text = prompt.id + "\n" + "\n".join(str(m.get("content", "")) for m in prompt.messages)
-        digest = hashlib.sha256(text.encode()).digest()
-        # Output length depends on the prompt (or max_tokens with ignore_eos), never on the method.
-        n_out = sampling.max_tokens if sampling.ignore_eos else max(1, min(sampling.max_tokens, 8 + digest[0] % 120))
-        tokens = [digest[i % 32] * 7 + i for i in range(n_out)]
+        text = _text(prompt)
+        tokens = self._answer(prompt, sampling)
         if sampling.temperature > 0:  # sampled first token: one of four, the same distribution for every method
             tokens[0] = 10_000 + random.Random(f"{request_id}/{text}").randrange(4) + (4 if self.lossy else 0)
         elif self.lossy:
             tokens[1:] = [t + 1 for t in tokens[1:]]
+        elif self.near_tie and len(tokens) > NEAR_TIE_FIRST:  # the runner-up where the baseline's top two tie
+            tokens[NEAR_TIE_FIRST:] = [t + 1 for t in tokens[NEAR_TIE_FIRST:]]
         req = _Running(tokens=tokens, rng=random.Random(f"{self.seed}/{request_id}/{text}"))
         self._serve_here()
         self._waiting.append(req)
@@ -210,6 +218,22 @@ class FakeBackend(EngineBackend):
             yield chunk
             if chunk.finished:
                 return
+
+    async def score_top2(self, prompt, sampling: SamplingSettings) -> list[list[float]] | None:
+        """The simulated baseline's top two at each position of its answer: its own token, then that token + 1 (what
+        `diverge` and `near_tie` answer), nearly tied (margin NEAR_TIE_GAP) at every 7th position from NEAR_TIE_FIRST
+        and clearly apart (CLEAR_GAP) elsewhere."""
+        tokens = self._answer(prompt, sampling)
+        return [[t, t + 1, NEAR_TIE_GAP if i >= NEAR_TIE_FIRST and (i - NEAR_TIE_FIRST) % 7 == 0 else CLEAR_GAP]
+                for i, t in enumerate(tokens)]
+
+    @staticmethod
+    def _answer(prompt, sampling: SamplingSettings) -> list[int]:
+        """The greedy answer: it depends on the prompt (its length too, or max_tokens with ignore_eos), never on
+        the method."""
+        digest = hashlib.sha256(_text(prompt).encode()).digest()
+        n_out = sampling.max_tokens if sampling.ignore_eos else max(1, min(sampling.max_tokens, 8 + digest[0] % 120))
+        return [digest[i % 32] * 7 + i for i in range(n_out)]
 
     def draft_counters(self) -> DraftCounters:
         c = self.counters

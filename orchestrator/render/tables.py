@@ -15,6 +15,7 @@ from rich.table import Table
 from ..controller.plan import load_text
 from ..states import TrialState
 from ..store import CapacityResult, CrossoverRow, TrialResult
+from ..validity.flags import INFORMATIONAL_FLAGS
 
 if TYPE_CHECKING:
     from ..compare import ComparedPoint
@@ -71,11 +72,16 @@ def print_results(rows: list[TrialResult], fmt: str, console: Console, title: st
             console.print(f"crossover: {line}")
         for line in capacity_lines(capacity or []):
             console.print(f"capacity: {line}", highlight=False)
-        flagged = [r for r in rows if r.flags]
-        for r in flagged:
+        suspect = [r for r in rows if any(f not in INFORMATIONAL_FLAGS for f in (r.flags or "").split(",") if f)]
+        for r in suspect:
             console.print(f"[yellow]trial {r.trial} ({r.label}, {r.dataset}, {_load(r)}) "
                           f"flags:[/] {(r.flags or '').replace(',', ', ')}", highlight=False)
-        if flagged:
+        for r in rows:
+            if "inexact_numerics" in (r.flags or "").split(","):
+                console.print(f"trial {r.trial} ({r.label}, {r.dataset}, {_load(r)}): inexact numerics: "
+                              f"{r.near_tie_departures} of {r.departures} departures from the baseline's text are at "
+                              "near ties of its own top two (rounding of a batched verify), not a loss", highlight=False)
+        if suspect:
             console.print("flags are explained in docs/src/concepts/measurement.md (Flags); a flagged row's numbers are suspect")
         for r in rows:
             if r.state == TrialState.FAIL and r.error:

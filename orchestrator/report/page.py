@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..render import format_cell, table_columns
 from ..render.results_table import LEFT
 from ..states import TrialState
+from ..validity.flags import INFORMATIONAL_FLAGS
 from .content import ReportContext, ReportData
 from .figures import Figure
 
@@ -97,7 +98,8 @@ def results_html(data: ReportData, table_id: str = "results") -> str:
     head = "".join(f"<th title='{_e(col)}'>{_e(h)}</th>" for col, h, _ in columns)
     body = []
     for r in data.rows:
-        cls = "failed" if r.state == TrialState.FAIL else ("flagged" if r.flags else "")
+        suspect = any(f not in INFORMATIONAL_FLAGS for f in (r.flags or "").split(",") if f)
+        cls = "failed" if r.state == TrialState.FAIL else ("flagged" if suspect else "")
         cells = []
         for col, _, fmt in columns:
             raw = r.column(col)

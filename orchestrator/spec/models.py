@@ -64,10 +64,9 @@ class FakeEngineSpec(_Strict):
                                  "long, as a saturated engine frontend would: open-loop sends fall behind their "
                                  "schedule (tests of the send_lag flag)")
     clock: Literal["simulated", "real"] = Field("simulated", description="`simulated`: windows run on a simulated clock, their figures exact functions of these knobs whatever the machine's load; `real`: steps sleep (stopping a sweep mid-window, overhead benchmarks)")
-    output_fault: Literal["none", "diverge"] = Field(
-        "none", description="corrupt speculative outputs: with `diverge` an engine with K > 0 answers differently "
-        "from the baseline (from the second token at temperature 0; a shifted first-token distribution at "
-        "temperature > 0), as a lossy drafter or verifier bug would")
+    output_fault: Literal["none", "diverge", "near_tie"] = Field(
+        "none", description="`diverge`: an engine with K > 0 answers differently from the baseline (from the second token at temperature 0; a shifted first-token distribution above it), as a lossy drafter or verifier would; "
+        "`near_tie`: it parts from the baseline only at a position where the baseline's top two are nearly tied (every 7th from the 4th), as bfloat16 rounding does")
 
     @field_validator("acceptance")
     @classmethod

@@ -73,6 +73,9 @@ class TrialResult(Row):
     tps_var_share_step_time: float | None
     greedy_match_rate: float | None
     common_prefix_frac: float | None
+    departures: int | None
+    near_tie_departures: int | None
+    min_clear_margin: float | None
     flags: str | None
     role: TrialRole
     baseline_trial_id: int | None

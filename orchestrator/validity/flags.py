@@ -21,7 +21,11 @@ Trial flags (from the trial's own windows):
   rate_off             open loop: a window offered a rate more than RATE_TOLERANCE (5 %) away from the nominal
                        request_rate (send lag, a max_concurrency cap holding sends back, or a raw schedule)
 Pairing flags (against the paired baseline):
-  lossy?               temperature 0 and greedy_match_rate below measurement.lossless_threshold
+  lossy?               temperature 0 and the share of outputs identical to the baseline's, counting those
+                       that part only at a near tie of the baseline's top-2 (validity/lossless.py), below
+                       measurement.lossless_threshold
+  inexact_numerics     (informational, not suspect) temperature 0 and some outputs part from the baseline's at
+                       near ties: bfloat16 rounding of a batched verify, not a loss
   distribution_shift?  temperature > 0 and the first-token test's p-value < 0.01
   fingerprint_mismatch trial and baseline ran in different environments: no speedup is computed
   baseline_failed      the paired baseline failed: no speedup
@@ -37,6 +41,7 @@ from ..states import TrialState
 
 CLIENT_CPU_LIMIT = 0.9
 RATE_TOLERANCE = 0.05  # rate_off: |offered / nominal - 1| above this
+INFORMATIONAL_FLAGS = ("inexact_numerics",)  # flags that say something about a row without making it suspect
 
 
 def _bad(x: Any) -> bool:
@@ -93,9 +98,12 @@ def pairing_flags(*, temperature: float, match: dict | None, distribution: dict 
         flags.append("baseline_failed")
     if mismatch:
         flags.append("fingerprint_mismatch")
-    if temperature == 0 and match and match.get("greedy_match_rate") is not None \
-            and match["greedy_match_rate"] < threshold:
-        flags.append("lossy?")
+    if temperature == 0 and match and match.get("greedy_match_rate") is not None:
+        near, n = match.get("near_tie_departures") or 0, match.get("outputs_compared") or 0
+        if match["greedy_match_rate"] + (near / n if n else 0.0) < threshold:  # near ties count as identical
+            flags.append("lossy?")
+        if near:
+            flags.append("inexact_numerics")
     if temperature > 0 and distribution and distribution.get("p_value") is not None and distribution["p_value"] < 0.01:
         flags.append("distribution_shift?")
     return flags

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.real_clock]  # outages ridden through while windows run: wall-clock time
 
 SPEC = """
 name: outage-sweep

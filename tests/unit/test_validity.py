@@ -232,6 +232,29 @@ def test_outputs_that_differ_from_the_baseline_are_flagged_lossy(ray_session, wr
                                    "--format", "json"])
     assert res.exit_code == 0, res.output
     assert [(r["label"], "lossy?" in r["flags"]) for r in json.loads(res.stdout)] == [("ngram", True)]
+    assert bad.departures == 6 and bad.near_tie_departures == 0 and bad.min_clear_margin == 6.0  # clear margins
+
+
+def test_departures_at_near_ties_are_numerics_in_bfloat16_and_losses_in_float32(ray_session, write_spec, sqlite_url):
+    """The baseline's first window is scored (its top two per position); a method that parts from it only where
+    those two were nearly tied (fake: output_fault near_tie) is not lossy in bfloat16 (inexact_numerics, not a
+    suspect flag) and stays lossy in float32, whose check is exact."""
+    st = Store(sqlite_url)
+    for name, dtype in (("bf16", "bfloat16"), ("fp32", "float32")):
+        text = with_fake(ONE_POINT, "output_fault: near_tie").replace("name: validity", f"name: {name}").replace(
+            "target: {model: fake-model}", f"target: {{model: fake-model, dtype: {dtype}}}")
+        run_sweep(load_spec(write_spec(text, f"{name}.yaml")), st)
+    (base,) = [r for r in st.trial_results("bf16") if r.method == "baseline"]
+    scored = [o for o in st.request_outputs(base.trial_id) if o.top2]
+    assert len(scored) == 6 and all(len(o.top2) == len(o.output_token_ids) for o in scored)
+    (near,) = [r for r in st.trial_results("bf16") if r.method == "ngram"]
+    assert near.greedy_match_rate == 0.0 and (near.departures, near.near_tie_departures) == (6, 6)
+    assert near.flags == "inexact_numerics" and near.min_clear_margin is None
+    (exact,) = [r for r in st.trial_results("fp32") if r.method == "ngram"]
+    assert (exact.departures, exact.near_tie_departures) == (6, 0) and "lossy?" in exact.flags.split(",")
+    res = CliRunner().invoke(app, ["results", "bf16", "--store", sqlite_url])
+    assert res.exit_code == 0 and "inexact numerics: 6 of 6 departures" in res.output, res.output
+    assert "suspect" not in res.output
 
 
 def test_sampled_sweeps_test_the_first_token_distribution(ray_session, write_spec, sqlite_url):

@@ -156,6 +156,15 @@ sweep_trial_comparisons = Table(
     Column("outputs_compared", Integer,
            comment="Temperature 0: (repeat, prompt) outputs present on both sides and compared; NULL: temperature "
                    "> 0"),
+    Column("departures", Integer,
+           comment="Temperature 0: compared outputs that part from the baseline's (validity/lossless.py); NULL: "
+                   "temperature > 0 or stored before specsweep 0.11"),
+    Column("near_tie_departures", Integer,
+           comment="Of the departures, those where both tokens were the baseline's own top two with a logprob "
+                   "margin under the dtype's near-tie margin: numerics (flag inexact_numerics), not a loss"),
+    Column("min_clear_margin", Float,
+           comment="Smallest top-1 minus runner-up logprob (nats) of the baseline at a departure that was not a "
+                   "near tie; NULL: none, or the baseline's top-2 was not scored there"),
     Column("distribution_test", JSON,
            comment="Temperature > 0: chi-square homogeneity test of the first output token as JSON (n_spec, "
                    "n_baseline, statistic, dof, p_value); NULL: temperature 0"),
@@ -215,6 +224,9 @@ sweep_request_outputs = Table(
     Column("spec_step_drafted", Text,
            comment="Drafts proposed per verify step, in step order, run-length encoded like spec_step_accepted; "
                    "NULL: not reported"),
+    Column("top2", JSON,
+           comment="Baseline engines, first window, temperature 0: per output position [top-1 token id, runner-up "
+                   "token id, top-1 minus runner-up logprob], scored after the window; NULL elsewhere"),
     comment="One row per request of a measurement window: its outcome, latencies, output and, for speculative "
             "trials, its own acceptance",
 )
