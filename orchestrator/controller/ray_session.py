@@ -26,6 +26,12 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> str:
     # raylet, GCS and agents outrank the engine being measured (issue 19). A cluster's own setting is
     # recorded with every row (process_niceness) and flagged `low_priority`.
     os.environ.setdefault("RAY_worker_niceness", "0")
+    # Ray 2.60 turns token authentication on for a new local instance and logs a warning that says so: keep the
+    # authentication (Ray's secure default), not the console line. (Setting RAY_AUTH_MODE=token ourselves does
+    # not work: Ray reads the mode before ray.init and then never creates the token.)
+    import logging
+
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
              log_to_driver=to_driver, configure_logging=False)
     return "local Ray instance"
