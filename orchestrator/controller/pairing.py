@@ -70,12 +70,12 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
     spec_out, base_out = store.request_outputs(trial_id, None), store.request_outputs(baseline_id, None)
     match = dist = None
     if temperature == 0:
-        # the baseline's top-2 where it was scored (its first window): near ties are numerics, not a loss
-        top2 = {o.prompt_id: o.top2 for o in base_out if o.ok and o.top2}
+        # the baseline's top three where it was scored (its first window): near ties are numerics, not a loss
+        top3 = {o.prompt_id: o.top3 for o in base_out if o.ok and o.top3}
         base_env = next((e for e in _environments(store, baseline_id, base.environment_id) if e is not None), None)
         match = greedy_match({(o.repeat, o.prompt_id): o.output_token_ids or [] for o in spec_out if o.ok},
                              {(o.repeat, o.prompt_id): o.output_token_ids or [] for o in base_out if o.ok},
-                             top2, near_tie_margin(ran_dtype(base_env)))
+                             top3, near_tie_margin(ran_dtype(base_env)))
     else:
         dist = first_token_test([o.output_token_ids[0] for o in spec_out if o.ok and o.output_token_ids],
                                 [o.output_token_ids[0] for o in base_out if o.ok and o.output_token_ids])

@@ -58,8 +58,8 @@ class TrialRun:
                               slo=window.slo, warmup_requests=window.warmup_requests,
                               request_timeout_s=window.request_timeout_s,
                               discard_first_window=window.discard_first_window,
-                              # a baseline's first window: its top-2 per position, for the lossless check
-                              score_top2=not self.windows and not self.planned.engine.speculative_config)
+                              # a baseline's first window: its top three per position, for the lossless check
+                              score_top3=not self.windows and not self.planned.engine.speculative_config)
 
 
 @dataclass(frozen=True)

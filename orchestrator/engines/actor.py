@@ -133,7 +133,7 @@ class EngineActor:
         queries, hits = (a - b for a, b in zip(self.backend.cache_counters(), cache_before))
         t2 = time.perf_counter()
         memory = engine_memory()
-        top2 = await self._score_top2(req, window.records)  # after the window: never inside it
+        top3 = await self._score_top3(req, window.records)  # after the window: never inside it
         metrics = summarize_window(
             window.records, window.duration, delta, slo=req.slo, timing=timing, started_at=started_at, warmup_failed_requests=warmup_failed,
             discarded_window=discard,
@@ -148,18 +148,18 @@ class EngineActor:
                           ttft_ms=None if r.ttft is None else r.ttft * 1000,
                           e2e_ms=None if r.e2e is None else r.e2e * 1000,
                           output_text=r.output_text, output_token_ids=list(r.output_token_ids),
-                          top2=scored, **spec_columns(r.spec))
-            for r, scored in zip(window.records, top2)
+                          top3=scored, **spec_columns(r.spec))
+            for r, scored in zip(window.records, top3)
         ]
         return WindowResult(metrics=metrics, outputs=outputs, warmup_s=t1 - t0, measure_s=t2 - t1)
 
-    async def _score_top2(self, req: MeasureRequest, records: list) -> list[list[list[float]] | None]:
-        """The engine's own top two at each position of its answers (validity/lossless.py: near ties), when the
+    async def _score_top3(self, req: MeasureRequest, records: list) -> list[list[list[float]] | None]:
+        """The engine's own top three at each position of its answers (validity/lossless.py: near ties), when the
         request asks for them (a baseline's first window at temperature 0): a check pass after the window over
         the window's prompts, at most the window's concurrency at once (batches like the window's round alike:
         at concurrency 1 the pass retraces the window's text exactly). A prompt whose pass fails gets None (its
         departures then count as losses: the check only gets stricter); a dead engine fails the window."""
-        if not req.score_top2 or self.sampling.temperature != 0:
+        if not req.score_top3 or self.sampling.temperature != 0:
             return [None] * len(records)
         by_id = {p.id: p for p in self.prompts[req.dataset]}
         # closed loop: the window's concurrency; open loop: its cap, else all at once (arrivals set its batches)
@@ -171,7 +171,7 @@ class EngineActor:
                 return None
             try:
                 async with slots:
-                    return await self.backend.score_top2(by_id[r.prompt_id], self.sampling)
+                    return await self.backend.score_top3(by_id[r.prompt_id], self.sampling)
             except Exception as e:
                 if type(e).__name__ == "EngineDeadError":  # vLLM's: the window must not pass for a dead engine
                     raise

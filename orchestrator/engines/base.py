@@ -83,10 +83,10 @@ class EngineBackend(abc.ABC):
         backend cannot time its steps."""
         return None
 
-    async def score_top2(self, prompt: "Prompt", sampling: SamplingSettings) -> list[list[float]] | None:
-        """A check pass outside every measured window: `prompt` answered again greedily, with this engine's top two
-        at every position it produced: [top-1 token id (the one it chose), runner-up token id, top-1 minus
-        runner-up logprob]. None: not available."""
+    async def score_top3(self, prompt: "Prompt", sampling: SamplingSettings) -> list[list[float]] | None:
+        """A check pass outside every measured window: `prompt` answered again greedily, with this engine's top three
+        at every position it produced: [the token it chose, the 2nd, |logprob margin to it|, the 3rd, |margin to
+        it|]. None: not available."""
         return None
 
     def begin_window(self) -> None:

@@ -11,7 +11,7 @@ interleaving. Output tokens depend on the prompt only, so speculative and baseli
 seeded by the request id and prompt), the same distribution for every method; `output_fault: diverge`
 makes an engine with K > 0 lossy (other tokens at temperature 0, other first-token candidates above it);
 `output_fault: near_tie` makes it part from the baseline only where the simulated top two are nearly tied
-(score_top2), as bfloat16 rounding does: numerics, not a loss.
+(score_top3), as bfloat16 rounding does: numerics, not a loss.
 
 Clock (`fake.clock`): `simulated` (the default) runs each measurement window on a SimulatedClockLoop
 (load/clock.py), where a step's `asyncio.sleep` moves a simulated clock instead of waiting, so every latency and
@@ -36,7 +36,7 @@ from ..records import DraftCounters, RequestSpecStats, SamplingSettings, StepTim
 from ..spec.models import FakeEngineSpec
 from .base import EngineBackend, EngineStartError
 
-NEAR_TIE_FIRST, NEAR_TIE_GAP, CLEAR_GAP = 3, 0.01, 6.0  # the simulated top-2 margins (score_top2)
+NEAR_TIE_FIRST, NEAR_TIE_GAP, CLEAR_GAP = 3, 0.01, 6.0  # the simulated top-3 margins (score_top3)
 
 
 def _text(prompt) -> str:
@@ -219,13 +219,13 @@ class FakeBackend(EngineBackend):
             if chunk.finished:
                 return
 
-    async def score_top2(self, prompt, sampling: SamplingSettings) -> list[list[float]] | None:
-        """The simulated baseline's top two at each position of its answer: its own token, then that token + 1 (what
+    async def score_top3(self, prompt, sampling: SamplingSettings) -> list[list[float]] | None:
+        """The simulated baseline's top three at each position of its answer: its own token; that token + 1 (what
         `diverge` and `near_tie` answer), nearly tied (margin NEAR_TIE_GAP) at every 7th position from NEAR_TIE_FIRST
-        and clearly apart (CLEAR_GAP) elsewhere."""
+        and clearly apart (CLEAR_GAP) elsewhere; and that token + 2, clearly apart."""
         tokens = self._answer(prompt, sampling)
-        return [[t, t + 1, NEAR_TIE_GAP if i >= NEAR_TIE_FIRST and (i - NEAR_TIE_FIRST) % 7 == 0 else CLEAR_GAP]
-                for i, t in enumerate(tokens)]
+        return [[t, t + 1, NEAR_TIE_GAP if i >= NEAR_TIE_FIRST and (i - NEAR_TIE_FIRST) % 7 == 0 else CLEAR_GAP,
+                 t + 2, 2 * CLEAR_GAP] for i, t in enumerate(tokens)]
 
     @staticmethod
     def _answer(prompt, sampling: SamplingSettings) -> list[int]:

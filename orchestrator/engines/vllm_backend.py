@@ -47,20 +47,23 @@ def vllm_env(cpu_kvcache_space_gb: float, cache_root: str, cpu_placement: str) -
     }
 
 
-def top2_rows(token_ids: list[int], logprobs: Any) -> list[list[float]] | None:
-    """[chosen, runner-up, |logprob margin|] per position from vLLM's sample logprobs (each position: a mapping of
-    token id -> Logprob with the top two and the chosen token). In bfloat16 two tokens often tie exactly and the
-    chosen one may be ranked second among equals: the margin is then 0. None when a position lacks them."""
+def top3_rows(token_ids: list[int], logprobs: Any) -> list[list[float]] | None:
+    """[chosen, 2nd, |margin to it|, 3rd, |margin to it|] per position from vLLM's sample logprobs (each position: a
+    mapping of token id -> Logprob with the top three and the chosen token). In bfloat16 tokens often tie exactly
+    and the chosen one may be ranked below its equals: its margin is then 0. None when a position lacks them."""
     if logprobs is None or len(logprobs) < len(token_ids):
         return None
     rows = []
     for i, chosen in enumerate(token_ids):
         entry = logprobs[i] or {}
         mine = entry.get(chosen)
-        others = sorted((-lp.logprob, tid) for tid, lp in entry.items() if tid != chosen and lp.rank in (1, 2))
-        if mine is None or mine.rank not in (1, 2) or not others:
+        others = sorted((-lp.logprob, tid) for tid, lp in entry.items() if tid != chosen and lp.rank in (1, 2, 3))
+        if mine is None or mine.rank not in (1, 2, 3) or not others:
             return None
-        rows.append([int(chosen), int(others[0][1]), abs(float(mine.logprob) + others[0][0])])
+        row: list[float] = [int(chosen)]
+        for neg, tid in others[:2]:
+            row += [int(tid), abs(float(mine.logprob) + neg)]
+        rows.append(row)
     return rows
 
 
@@ -84,7 +87,7 @@ class VllmBackend(EngineBackend):
         super().__init__(config)
         self.engine = None
         self.tokenizer = None
-        self._scored = 0  # top-2 scoring requests sent (their request ids)
+        self._scored = 0  # check-pass requests sent (their request ids)
         self.step_timing_error: str | None = "not installed"  # why the engine's steps are not timed (None: they are)
         self.cpu_placement: CpuPlacement | None = None  # where the engine's processes were put (after start)
 
@@ -215,20 +218,20 @@ class VllmBackend(EngineBackend):
             yield TokenChunk(list(comp.token_ids), comp.text, finished=out.finished, finish_reason=comp.finish_reason,
                              prompt_tokens=n_prompt, spec=spec_stats(getattr(comp, "spec_decode_metrics", None)))
 
-    async def score_top2(self, prompt, sampling: SamplingSettings) -> list[list[float]] | None:
+    async def score_top3(self, prompt, sampling: SamplingSettings) -> list[list[float]] | None:
         """A check pass outside every measured window: `prompt` decoded greedily again, as the window did, with
-        vLLM's sample `logprobs=2`: the top two at each position it produced (top-2 of logits the step computes
+        vLLM's sample `logprobs=3`: the top three at each position it produced (of logits the step computes
         anyway: no full-vocabulary prompt logits, so the engine's memory peak does not move)."""
         from vllm import SamplingParams
 
         self._scored += 1
         params = SamplingParams(max_tokens=sampling.max_tokens, temperature=0.0, ignore_eos=sampling.ignore_eos,
-                                logprobs=2)
+                                logprobs=3)
         final = None
-        async for out in self.engine.generate(self.render(prompt, sampling), params, f"specsweep-top2-{self._scored}"):
+        async for out in self.engine.generate(self.render(prompt, sampling), params, f"specsweep-top3-{self._scored}"):
             final = out
         comp = final.outputs[0] if final is not None and final.outputs else None
-        return None if comp is None else top2_rows(list(comp.token_ids), comp.logprobs)
+        return None if comp is None else top3_rows(list(comp.token_ids), comp.logprobs)
 
     def draft_counters(self) -> DraftCounters:
         from vllm.v1.metrics.reader import Counter, Vector, get_metrics_snapshot

@@ -80,7 +80,7 @@ def print_results(rows: list[TrialResult], fmt: str, console: Console, title: st
             if "inexact_numerics" in (r.flags or "").split(","):
                 console.print(f"trial {r.trial} ({r.label}, {r.dataset}, {_load(r)}): inexact numerics: "
                               f"{r.near_tie_departures} of {r.departures} departures from the baseline's text are at "
-                              "near ties of its own top two (rounding of a batched verify), not a loss", highlight=False)
+                              "near ties of its own top three (rounding of a batched verify), not a loss", highlight=False)
         if suspect:
             console.print("flags are explained in docs/src/concepts/measurement.md (Flags); a flagged row's numbers are suspect")
         for r in rows:

@@ -199,7 +199,7 @@ class RequestOutputRow(Row):
     spec_accept_histogram: list[int] | None
     spec_step_accepted: str | None
     spec_step_drafted: str | None
-    top2: list[list[float]] | None
+    top3: list[list[float]] | None
     repeat: int
 
 

@@ -4,12 +4,12 @@ Temperature 0: per prompt (and repeat) the output token ids must be identical â€
 fraction that are, `common_prefix_frac` the mean length of the common prefix over the longer output.
 
 Near ties (issue 54): a speculative step verifies K + 1 positions per request in one batch where the baseline
-decodes one, so in bfloat16 the rounding differs and two texts can part where the baseline's top two tokens were
-nearly tied, without anything being lost. So where a method's output first departs from its baseline's, the
-baseline's own top-2 at that position decides (from a scoring pass on the baseline engine after its first
-window, `RequestOutput.top2`): if both tokens are the baseline's top two and their logprob margin is below
-`NEAR_TIE_MARGIN[dtype]`, the departure is numerics (`near_tie_departures`); any other departure is a loss
-(counted in `lossy?`; `min_clear_margin` is the smallest margin among them). Float32 keeps the exact-match check:
+decodes one, so in bfloat16 the rounding differs and two texts can part where the baseline's top tokens were nearly
+tied, without anything being lost. So where a method's output first departs from its baseline's, the
+baseline's own top three at that position decide (a check pass on the baseline engine after its first window,
+`RequestOutput.top3`): if both tokens are among them, each within `NEAR_TIE_MARGIN[dtype]` (logprob) of the one
+the baseline chose, the departure is numerics (`near_tie_departures`); any other departure is a loss (counted
+in `lossy?`; `min_clear_margin` is the smallest margin among them). Float32 keeps the exact-match check:
 its margin is 0, so every departure counts.
 Temperature > 0 outputs differ token for token by design; the check is a chi-square test of homogeneity of
 the first output token's distribution, pooled over prompts and repeats (rare tokens merged so that every
@@ -38,7 +38,7 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 # the exact check (0); float16 was not measured, so it keeps it too.
 NEAR_TIE_MARGIN = {"bfloat16": 0.25}
 
-Top2 = dict[str, list[list[float]]]  # prompt id -> the baseline's check pass: [chosen, runner-up, margin] per position
+Top3 = dict[str, list[list[float]]]  # prompt id -> the baseline's check pass: [chosen, 2nd, margin, 3rd, margin]
 
 
 def near_tie_margin(dtype: str | None) -> float:
@@ -48,24 +48,30 @@ def near_tie_margin(dtype: str | None) -> float:
 
 def departure(spec: Sequence[int], base: Sequence[int], scored: list[list[float]] | None,
               margin: float) -> tuple[bool, float | None] | None:
-    """None when the outputs are identical; else (at a near tie?, the baseline's top-2 margin there, or None when
-    unknown). `scored`: the baseline's check pass on this prompt, [chosen, runner-up, margin] per position; its
-    margins at position i hold for the baseline's text when the two agree on every token before i (the context
-    is the same). Unknown: not scored, the check pass parted from the baseline earlier, or one output merely
-    ended first."""
+    """None when the outputs are identical; else (at a near tie?, the margin there, or None when unknown).
+    `scored`: the baseline's check pass on this prompt, per position [chosen, 2nd, margin, 3rd, margin]; it
+    speaks for the baseline's text at position i when the two agree on every token before i (the same
+    context). A near tie: both departing tokens among those candidates, each within `margin` of the chosen one.
+    The margin returned is the larger of the two tokens' (a token outside the top three: the 3rd's margin, a
+    lower bound). Unknown: not scored, the check pass parted earlier, or one output merely ended first."""
     i = _common_prefix(spec, base)
     if i == len(spec) == len(base):
         return None
     if scored is None or i >= min(len(spec), len(base), len(scored)) or \
             [int(row[0]) for row in scored[:i]] != list(base[:i]):
         return False, None
-    top1, runner_up, gap = scored[i]
-    return gap < margin and {spec[i], base[i]} == {int(top1), int(runner_up)}, gap
+    row = scored[i]
+    gaps = {int(row[0]): 0.0, **{int(row[j]): float(row[j + 1]) for j in range(1, len(row) - 1, 2)}}
+    known = [gaps.get(t) for t in (spec[i], base[i])]
+    if None in known:
+        return False, max(gaps.values())
+    gap = max(g for g in known if g is not None)
+    return gap < margin, gap
 
 
-def greedy_match(spec: dict[tuple, list[int]], base: dict[tuple, list[int]], top2: Top2 | None = None,
+def greedy_match(spec: dict[tuple, list[int]], base: dict[tuple, list[int]], top3: Top3 | None = None,
                  margin: float = 0.0) -> dict:
-    """Compare outputs keyed by (repeat, prompt_id); only keys present on both sides count. `top2`: the
+    """Compare outputs keyed by (repeat, prompt_id); only keys present on both sides count. `top3`: the
     baseline's check pass by prompt id; `margin`: near_tie_margin(the baseline's dtype)."""
     keys = sorted(set(spec) & set(base), key=str)
     if not keys:
@@ -75,7 +81,7 @@ def greedy_match(spec: dict[tuple, list[int]], base: dict[tuple, list[int]], top
     for k in keys:
         longest = max(len(spec[k]), len(base[k]))
         fracs.append(1.0 if longest == 0 else _common_prefix(spec[k], base[k]) / longest)
-    found = [d for k in keys if (d := departure(spec[k], base[k], (top2 or {}).get(k[1]), margin)) is not None]
+    found = [d for k in keys if (d := departure(spec[k], base[k], (top3 or {}).get(k[1]), margin)) is not None]
     clear = [gap for near, gap in found if not near and gap is not None]
     return {"greedy_match_rate": same / len(keys), "common_prefix_frac": sum(fracs) / len(fracs),
             "outputs_compared": len(keys), "departures": len(found),

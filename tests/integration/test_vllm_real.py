@@ -37,11 +37,11 @@ def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("
         (b,) = [r for r in rows if r.method == "baseline" and r.concurrency == c]
         bo = {o.prompt_id: o.output_token_ids for o in st.request_outputs(b.trial_id)}
         assert len(bo) == 6 and all(len(v) > 0 for v in bo.values())
-        # the baseline's first window was scored on its engine (prompt_logprobs=2): its top two at every position,
+        # the baseline's first window was checked on its engine (logprobs=3): its top three at every position,
         # the top one being its own greedy token (a teacher-forced prefill may round a near tie the other way)
-        scored = [o for o in st.request_outputs(b.trial_id) if o.top2]
-        assert len(scored) == 6 and all(len(o.top2) == len(o.output_token_ids) for o in scored)
-        positions = [(t, row) for o in scored for t, row in zip(o.output_token_ids, o.top2)]
+        scored = [o for o in st.request_outputs(b.trial_id) if o.top3]
+        assert len(scored) == 6 and all(len(o.top3) == len(o.output_token_ids) for o in scored)
+        positions = [(t, row) for o in scored for t, row in zip(o.output_token_ids, o.top3)]
         assert all(row[2] >= 0 and row[0] != row[1] for _, row in positions)
         assert sum(int(row[0]) == t for t, row in positions) >= 0.95 * len(positions)
         for n in (r for r in rows if r.method != "baseline" and r.concurrency == c):

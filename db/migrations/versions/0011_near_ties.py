@@ -1,4 +1,4 @@
-"""Issue 54: the lossless check that knows numerics. The baseline's top-2 per output position (scored after its
+"""Issue 54: the lossless check that knows numerics. The baseline's top three per output position (checked after its
 first window) on its request outputs, and per comparison the departures from the baseline, those at near ties,
 and the smallest margin among the others.
 
@@ -17,7 +17,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("sweep_request_outputs") as batch:
-        batch.add_column(sa.Column("top2", sa.JSON))
+        batch.add_column(sa.Column("top3", sa.JSON))
     with op.batch_alter_table("sweep_trial_comparisons") as batch:
         batch.add_column(sa.Column("departures", sa.Integer))
         batch.add_column(sa.Column("near_tie_departures", sa.Integer))
@@ -30,4 +30,4 @@ def downgrade() -> None:
         batch.drop_column("near_tie_departures")
         batch.drop_column("departures")
     with op.batch_alter_table("sweep_request_outputs") as batch:
-        batch.drop_column("top2")
+        batch.drop_column("top3")

@@ -160,11 +160,11 @@ sweep_trial_comparisons = Table(
            comment="Temperature 0: compared outputs that part from the baseline's (validity/lossless.py); NULL: "
                    "temperature > 0 or stored before specsweep 0.11"),
     Column("near_tie_departures", Integer,
-           comment="Of the departures, those where both tokens were the baseline's own top two with a logprob "
-                   "margin under the dtype's near-tie margin: numerics (flag inexact_numerics), not a loss"),
+           comment="Of the departures, those where both tokens were among the baseline's own top three, each "
+                   "within the dtype's near-tie margin of its choice: numerics (flag inexact_numerics), not a loss"),
     Column("min_clear_margin", Float,
-           comment="Smallest top-1 minus runner-up logprob (nats) of the baseline at a departure that was not a "
-                   "near tie; NULL: none, or the baseline's top-2 was not scored there"),
+           comment="Smallest logprob margin (nats) below the baseline's choice of a departing token at a departure "
+                   "that was not a near tie; NULL: none, or the baseline's top three were not scored there"),
     Column("distribution_test", JSON,
            comment="Temperature > 0: chi-square homogeneity test of the first output token as JSON (n_spec, "
                    "n_baseline, statistic, dof, p_value); NULL: temperature 0"),
@@ -224,9 +224,9 @@ sweep_request_outputs = Table(
     Column("spec_step_drafted", Text,
            comment="Drafts proposed per verify step, in step order, run-length encoded like spec_step_accepted; "
                    "NULL: not reported"),
-    Column("top2", JSON,
-           comment="Baseline engines, first window, temperature 0: per output position [top-1 token id, runner-up "
-                   "token id, top-1 minus runner-up logprob], scored after the window; NULL elsewhere"),
+    Column("top3", JSON,
+           comment="Baseline engines, first window, temperature 0: per output position [chosen token id, 2nd, its "
+                   "logprob margin, 3rd, its margin] from a check pass after the window; NULL elsewhere"),
     comment="One row per request of a measurement window: its outcome, latencies, output and, for speculative "
             "trials, its own acceptance",
 )
