@@ -89,6 +89,13 @@ def _load(data, groups, colours, plt, out) -> Figure:
 
     open_rows = {n: [r for r in rs if r.request_rate is not None] for n, rs in groups.items()}
     rates, labels = _rate_axis({r.request_rate for rs in open_rows.values() for r in rs})
+    # the axis names the offered load: a nominal rate whose windows offered another (a raw schedule, send lag, a
+    # max_concurrency cap) says what they offered (issue 51)
+    for i, rate in enumerate(rates):
+        offered = sorted(r.offered_rate for rs in open_rows.values() for r in rs
+                         if r.request_rate == rate and r.offered_rate is not None)
+        if offered and rate != float("inf") and abs(offered[len(offered) // 2] / rate - 1) > 0.005:
+            labels[i] += f" (offered {offered[len(offered) // 2]:.3g})"
     pos = {r: i for i, r in enumerate(rates)}
     datasets = sorted({r.dataset for rs in open_rows.values() for r in rs})
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))

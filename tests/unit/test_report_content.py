@@ -197,3 +197,12 @@ def test_figure_medians_of_an_even_count_are_the_mean_of_the_middle_two():
     from orchestrator.report.plotting import _median_by_index
 
     assert _median_by_index([[1.0, 4.0], [2.0, 2.0], [None, 3.0]]) == [1.5, 3.0]
+
+
+def test_the_load_axis_names_the_offered_rate_where_it_differs_from_the_nominal(tmp_path):
+    """Issue 51: a nominal rate whose windows offered another load (a raw draw, send lag) says so on the axis;
+    one that offered it (the default exact schedule) is named plainly."""
+    rows = [row("e", 3, 4, 1.1, request_rate=2.0, offered_rate=2.0000001, slo_attainment=1.0),
+            row("e", 3, 4, 1.0, request_rate=4.0, offered_rate=3.2, slo_attainment=0.5)]
+    f = _fig(build_figures(_data(rows), tmp_path), "load")
+    assert f["layout"]["xaxis"]["categoryarray"] == ["2", "4 (offered 3.2)"]
