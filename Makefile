@@ -43,11 +43,11 @@ demo:
 	echo "make demo: install $$((t1 - t0)) s, demo model $$((t2 - t1)) s, sweep $$((t3 - t2)) s, in all $$((t3 - t0)) s"; \
 	exit $$rc
 
-# The README's screenshot of the demo sweep's report, from a real run: `make demo` first (its rows are in
+# The docs' screenshot of the demo sweep's report (docs/src/img/report-smoke-cpu.png), from a real run: `make demo` first (its rows are in
 # the default store), then the report rendered in headless Chromium (apt-get install chromium).
 docs-report: venv
 	$(VENV)/bin/specsweep report smoke-cpu --out report/smoke-cpu --screenshot
-	mkdir -p docs && cp report/smoke-cpu/report.png docs/report-smoke-cpu.png
+	mkdir -p docs/src/img && cp report/smoke-cpu/report.png docs/src/img/report-smoke-cpu.png
 
 # The drafter demo: trains EAGLE-3, DFlash and xPress (a refiner head over the DFlash drafter) for the demo model
 # on first use (cached), then compares baseline, ngram, EAGLE-3, DFlash and xPress (sweeps/demo-cpu.yaml).

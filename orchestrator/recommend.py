@@ -1,7 +1,7 @@
 """`specsweep recommend`: a draft-length schedule by batch size (vLLM's num_speculative_tokens_per_batch_size)
 derived from a sweep's measured K x concurrency grid, with the evidence for each choice.
 
-Rules (README, "Recommending a draft-length schedule"), per dataset and method label, from COMPLETE closed-loop
+Rules (docs/src/guides/recommend.md), per dataset and method label, from COMPLETE closed-loop
 rows that carry a speedup against their paired baseline:
   - at each measured concurrency, a K *beats the baseline* when its speedup interval lies above 1.0 (a row
     without an interval — one repeat — when its speedup is above 1.0; the choice is then marked unproven);

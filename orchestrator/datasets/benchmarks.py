@@ -3,7 +3,7 @@
 Sources, in order: a local file (workload.path / workload.paths[name]: JSONL, JSON or parquet), the local
 Hugging Face datasets cache or the hub through the `datasets` package (optional: `pip install datasets`).
 Without either, a clear message says what to provide. Prompt formats follow the DFlash/xPress harnesses
-(see README "Datasets").
+(see docs/src/guides/datasets.md).
 """
 
 from __future__ import annotations

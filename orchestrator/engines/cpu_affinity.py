@@ -7,7 +7,7 @@ process (the scheduler, which spins while it waits for the worker) may run anywh
 included, where they take turns with the one thread that computes the model. `confine_engine_helpers`
 puts every thread of the frontend and the engine core on the CPUs the workers were not bound to.
 
-Measured on a 2-core AMD EPYC (README, "Where the noise comes from"): four starts of one baseline
+Measured on a 2-core AMD EPYC (docs/src/guides/recommend.md, "Where the noise comes from"): four starts of one baseline
 configuration at concurrency 1 averaged 25.7-29.1 tok/s left to the OS, 27.3-28.7 confined (window sd 7.7 % vs 4.0 %).
 
 Linux only (`/proc`, `sched_setaffinity`); elsewhere, and wherever the workers use every allowed CPU (a GPU

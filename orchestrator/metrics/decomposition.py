@@ -1,6 +1,6 @@
 """Where the time goes, and for whom acceptance is high: step-time decomposition and per-request acceptance.
 
-Definitions (also in README.md, "Why a method wins or loses"):
+Definitions (also in docs/src/concepts/measurement.md, "Why a method wins or loses"):
   decode steps of a request   output tokens - 1 - accepted drafts: every engine step after the first token
                               emits one token plus the drafts it accepted (steps where the drafter proposed
                               nothing included; a baseline request has output tokens - 1 steps)

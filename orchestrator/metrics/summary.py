@@ -1,6 +1,6 @@
 """Summaries of one measurement window, and of several repeats of it.
 
-Definitions (also in README.md):
+Definitions (also in docs/src/concepts/measurement.md):
   output_tok_s     output tokens of successful requests / window duration (first send -> last completion)
   req_s            successful requests / window duration
   ttft_ms          time from send to the first streamed token

@@ -25,7 +25,7 @@ from ..store import (
 )
 from ..validity.fingerprint import ENVIRONMENT_FIELDS, fingerprint_diff
 
-# Flags under which a row's speedup is not to be believed (README, Flags); a verdict naming such a row says so.
+# Flags under which a row's speedup is not to be believed (docs/src/concepts/measurement.md, Flags); a verdict naming such a row says so.
 SUSPECT_FLAGS = ("lossy?", "distribution_shift?", "impossible_al", "fingerprint_mismatch", "failed_requests",
                  "baseline_failed", "client_saturated", "warmup_failed")
 

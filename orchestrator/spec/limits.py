@@ -1,4 +1,4 @@
-"""Bounds on every count and size (README: "Limits"): far above any real sweep, low enough that a typo
+"""Bounds on every count and size (docs/src/guides/writing-a-sweep.md, "Limits"): far above any real sweep, low enough that a typo
 (an extra 000) is refused at load time instead of starting an absurd sweep."""
 
 MAX_LOAD = 100_000  # concurrency, max_concurrency, max_num_seqs values; request rate in requests/s

@@ -13,7 +13,7 @@ from .rows import Row, Timestamp
 
 @dataclass(frozen=True, kw_only=True)
 class TrialResult(Row):
-    """A `trial_results` view row: a trial with its summary, comparison and environment (the README's Schema).
+    """A `trial_results` view row: a trial with its summary, comparison and environment (docs/src/reference/store.md).
     Fields in the view's column order (CSV and JSON output keep it)."""
 
     JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params", "acceptance_per_pos", "al_by_position", "fingerprint_diff")

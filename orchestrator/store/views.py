@@ -1,4 +1,4 @@
-"""The store's views: what users query with SQL (README, "Schema") and what store/results.py reads. Recreated
+"""The store's views: what users query with SQL (docs/src/reference/store.md) and what store/results.py reads. Recreated
 when their text changes (store/migrate.py compares a hash of it)."""
 
 from __future__ import annotations

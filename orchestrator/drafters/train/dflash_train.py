@@ -9,7 +9,7 @@ The block length is drawn per anchor from `block_lens`, so one drafter serves ev
 (vLLM runs a block of exactly K + 1 slots, and the slots attend to each other).
 
 `DFlashRecipe` holds every choice `benchmarks/dflash_ablation.py` varies; `RECIPE` is the one the demo ships
-(the README's ablation table says why).
+(the ablation table in docs/src/results/drafter-demo.md says why).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _LATER_KNOBS = {"loss_max_slot": None, "freeze_lm_head": False, "ctx_dropout": 0
                 "intermediate_size": None}
 
 
-# What the demo ships, from the ablation (README "The drafter demo"): full-width K/V heads with an identity
+# What the demo ships, from the ablation (docs/src/results/drafter-demo.md): full-width K/V heads with an identity
 # value path (the context state reaches the slots unchanged: without it the one layer never learns to read
 # the context in a first-run budget), slot losses concentrated on the first slots and none past slot 6
 # (attention guidance and slots 7-15 gave the same acceptance at 400 steps for 35 % more time a step),

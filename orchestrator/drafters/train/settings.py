@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # dflash_train imports torch: only the training path loads it
 # Training steps (batches of 8) when --steps is not given. EAGLE-3: data + 400 steps took 13-17 min on two
 # 2-core AMD EPYCs. DFlash reuses the data (training only): 640 steps of ~0.75 s, because its smoke AL rose
 # from 1.47 at 400 steps to 1.51 at 640 (benchmarks/dflash_ablation.py); `make demo-drafters` from an empty
-# cache then took 31.9 min on the slower of the two machines (README, "First time, from nothing").
+# cache then took 31.9 min on the slower of the two machines (docs/src/results/drafter-demo.md, "First time, from nothing").
 # xPress trains only its refiner head over the cached DFlash drafter (backbone frozen): steps of 8 responses x 24
 # blocks at K = 3 and 7 each (drafters/train/xpress_train.py).
 DEFAULT_STEPS = {"eagle3": 400, "dflash": 640, "xpress": 500}

@@ -12,7 +12,7 @@ ones) plus `free_weight` x the mean over `free_rounds` free-running rounds (seed
 round fed the previous round's detached argmax), slot k weighted exp(-(k - 1) / slot_decay). Hard labels (the
 target's greedy tokens are what vLLM verifies against at T = 0).
 
-`XPressRecipe` holds the choices; `RECIPE` is what the demo ships (README / docs say why).
+`XPressRecipe` holds the choices; `RECIPE` is what the demo ships (docs/src/results/2026-12-07-xpress-demo.md says why).
 """
 
 from __future__ import annotations
