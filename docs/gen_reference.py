@@ -121,6 +121,11 @@ def methods_page() -> str:
     return "\n".join(parts)
 
 
+def _cell(text: str) -> str:
+    """A table cell's text: a '|' inside it would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def schema_page() -> str:
     from orchestrator.store.schema import metadata
     from orchestrator.store.view_docs import VIEW_COLUMN_DOCS, VIEW_DOCS
@@ -130,11 +135,11 @@ def schema_page() -> str:
              "(Optuna's own tables are apart). On PostgreSQL the same descriptions are the schema's comments "
              "(`\\d+ trial_results`). How to use them: [The store](../store.md).\n", "## Views\n"]
     for view, doc in VIEW_DOCS.items():
-        rows = [f"| `{c}` | {d} |" for c, d in VIEW_COLUMN_DOCS[view].items()]
+        rows = [f"| `{c}` | {_cell(d)} |" for c, d in VIEW_COLUMN_DOCS[view].items()]
         parts.append(f"### `{view}`\n\n{doc}.\n\n| column | what |\n|---|---|\n" + "\n".join(rows) + "\n")
     parts.append("## Tables\n")
     for table in metadata.sorted_tables:
-        rows = [f"| `{c.name}` | `{c.type}` | {'' if c.nullable else 'not null'} | {c.comment or ''} |"
+        rows = [f"| `{c.name}` | `{c.type}` | {'' if c.nullable else 'not null'} | {_cell(c.comment or '')} |"
                 for c in table.columns]
         parts.append(f"### `{table.name}`\n\n{table.comment}.\n\n| column | type | null | what |\n|---|---|---|---|\n"
                      + "\n".join(rows) + "\n")

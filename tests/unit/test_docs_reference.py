@@ -115,6 +115,9 @@ def test_the_generated_pages_cover_every_field_and_option(tmp_path, monkeypatch)
     for name, columns in store_columns().items():
         section = tables.split(f"### `{name}`\n", 1)[1].split("\n### ", 1)[0]
         assert all(f"| `{c}` |" in section for c in columns), name
+        # a '|' inside a description must not split its cell (the row keeps its table's cell count)
+        widths = {line.replace("\\|", "").count("|") for line in section.splitlines() if line.startswith("| `")}
+        assert len(widths) == 1, (name, widths)
 
 
 def test_every_environment_variable_and_exit_code_is_described_once():
