@@ -52,8 +52,9 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
         store.save_comparison(trial_id, comparison)
         return comparison
     mismatch: list[str] = []
+    base_envs = _environments(store, baseline_id, base.environment_id)  # read once: the mismatch and the dtype
     for a in _environments(store, trial_id, trial.environment_id):
-        for b in _environments(store, baseline_id, base.environment_id):
+        for b in base_envs:
             mismatch += [d for d in fingerprint_diff(a, b, same_method=False, allow=allow_mismatch) if d not in mismatch]
     speed: dict[str, Any] = {}
     if not mismatch:
@@ -72,7 +73,7 @@ def compare_with_baseline(store: Store, trial_id: int, baseline_id: int, *, temp
     if temperature == 0:
         # the baseline's top three where it was scored (its first window): near ties are numerics, not a loss
         top3 = {o.prompt_id: o.top3 for o in base_out if o.ok and o.top3}
-        base_env = next((e for e in _environments(store, baseline_id, base.environment_id) if e is not None), None)
+        base_env = next((e for e in base_envs if e is not None), None)
         match = greedy_match({(o.repeat, o.prompt_id): o.output_token_ids or [] for o in spec_out if o.ok},
                              {(o.repeat, o.prompt_id): o.output_token_ids or [] for o in base_out if o.ok},
                              top3, near_tie_margin(ran_dtype(base_env)))

@@ -119,9 +119,7 @@ class FakeBackend(EngineBackend):
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
-        old, task = self._loop, self._loop_task
-        if old is not None and task is not None and not task.done() and not old.is_closed():
-            old.call_soon_threadsafe(task.cancel)
+        self._stop_step_loop()
         self._waiting, self._running = [], []
         self._wakeup = asyncio.Event()
         self._loop, self._loop_task = loop, loop.create_task(self._step_loop())
@@ -201,7 +199,7 @@ class FakeBackend(EngineBackend):
         if self._fail_warmup and prompt.id.startswith("warmup-"):
             raise RuntimeError("simulated warm-up failure (fake: fail_warmup)")
         text = _text(prompt)
-        tokens = self._answer(prompt, sampling)
+        tokens = self._answer(text, sampling)
         if sampling.temperature > 0:  # sampled first token: one of four, the same distribution for every method
             tokens[0] = 10_000 + random.Random(f"{request_id}/{text}").randrange(4) + (4 if self.lossy else 0)
         elif self.lossy:
@@ -223,15 +221,15 @@ class FakeBackend(EngineBackend):
         """The simulated baseline's top three at each position of its answer: its own token; that token + 1 (what
         `diverge` and `near_tie` answer), nearly tied (margin NEAR_TIE_GAP) at every 7th position from NEAR_TIE_FIRST
         and clearly apart (CLEAR_GAP) elsewhere; and that token + 2, clearly apart."""
-        tokens = self._answer(prompt, sampling)
+        tokens = self._answer(_text(prompt), sampling)
         return [[t, t + 1, NEAR_TIE_GAP if i >= NEAR_TIE_FIRST and (i - NEAR_TIE_FIRST) % 7 == 0 else CLEAR_GAP,
                  t + 2, 2 * CLEAR_GAP] for i, t in enumerate(tokens)]
 
     @staticmethod
-    def _answer(prompt, sampling: SamplingSettings) -> list[int]:
-        """The greedy answer: it depends on the prompt (its length too, or max_tokens with ignore_eos), never on
-        the method."""
-        digest = hashlib.sha256(_text(prompt).encode()).digest()
+    def _answer(text: str, sampling: SamplingSettings) -> list[int]:
+        """The greedy answer to a prompt (`_text`): it depends on the prompt (its length too, or max_tokens with
+        ignore_eos), never on the method."""
+        digest = hashlib.sha256(text.encode()).digest()
         n_out = sampling.max_tokens if sampling.ignore_eos else max(1, min(sampling.max_tokens, 8 + digest[0] % 120))
         return [digest[i % 32] * 7 + i for i in range(n_out)]
 
@@ -251,9 +249,15 @@ class FakeBackend(EngineBackend):
         return {"backend": "fake", "attention_backend": self.attention_backend, "clock": self.clock,
                 "note": "simulated engine; not a measurement"}
 
+    def _stop_step_loop(self) -> None:
+        """Cancel the step loop on the loop it runs on (this thread's, or a simulated window's that still runs)."""
+        loop, task = self._loop, self._loop_task
+        if loop is None or task is None or task.done() or loop.is_closed():
+            return
+        if loop is asyncio.get_running_loop():
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
+
     async def stop(self) -> None:
-        if self._loop_task is not None and self._loop is not None and not self._loop.is_closed():
-            if self._loop is asyncio.get_running_loop():
-                self._loop_task.cancel()
-            else:
-                self._loop.call_soon_threadsafe(self._loop_task.cancel)
+        self._stop_step_loop()
