@@ -17,8 +17,13 @@ def crossover_lines(crossover: list[CrossoverRow]) -> list[str]:
     for c in crossover:
         k = "" if c.num_speculative_tokens is None else f" K={c.num_speculative_tokens}"
         seqs = "" if c.max_num_seqs is None else f" max_num_seqs={c.max_num_seqs}"
-        where = (f"speedup below 1.0 from concurrency {c.crossover_concurrency}" if c.crossover_concurrency
-                 is not None else "no crossover in range (speedup >= 1.0 throughout)")
+        x = c.crossover_concurrency
+        if x is None:
+            where = "no crossover in range (speedup >= 1.0 throughout)"
+        else:  # the view knows the first concurrency below 1.0, not that it stays below from there
+            where = f"speedup first below 1.0 at concurrency {x}"
+            if x == c.min_concurrency and c.best_speedup is not None and c.best_speedup >= 1.0:
+                where += " (and >= 1.0 again at a higher one)"
         out.append(f"{c.label}{k}{seqs} on {c.dataset}: {where} (measured {c.min_concurrency}-"
                    f"{c.max_concurrency}, best speedup {c.best_speedup:.2f})")
     return out

@@ -113,3 +113,20 @@ def test_query_and_compare_tables_are_printed_whole():
     print_table(Console(file=out, width=80, color_system=None), query_table(["flags", "n"], [{"flags": long, "n": 1}],
                                                                             "saved"))
     assert long in out.getvalue(), out.getvalue()
+
+
+def test_crossover_lines_say_where_the_speedup_first_drops_below_one():
+    from orchestrator.render.lines import crossover_lines
+    from orchestrator.store import CrossoverRow
+
+    def row(crossover, best):
+        return CrossoverRow(sweep="s", label="dflash", method="dflash", num_speculative_tokens=3, drafter=None,
+                            max_num_seqs=None, max_num_batched_tokens=None, dataset="smoke",
+                            crossover_concurrency=crossover, min_concurrency=1, max_concurrency=16, best_speedup=best)
+
+    below_at_4, dips_at_1, never = crossover_lines([row(4, 1.3), row(1, 1.04), row(None, 1.2)])
+    assert below_at_4 == "dflash K=3 on smoke: speedup first below 1.0 at concurrency 4 (measured 1-16, best speedup 1.30)"
+    # below 1.0 at the lowest concurrency yet 1.04 somewhere: a higher one (the demo's DFlash row, 2026-12-08)
+    assert dips_at_1.endswith("first below 1.0 at concurrency 1 (and >= 1.0 again at a higher one) (measured 1-16, "
+                              "best speedup 1.04)")
+    assert "no crossover in range" in never
