@@ -186,19 +186,29 @@ def test_the_responses_engine_computes_on_every_cpu_of_a_small_machine_only():
     assert run_mod.generation_env(mine, [0, 1])["VLLM_CPU_KVCACHE_SPACE"] == "4"
 
 
-def test_a_dflash_recipe_given_in_the_settings_is_trained_apart_from_the_shipped_drafter(tmp_path, monkeypatch,
-                                                                                        tiny_target):
-    # benchmarks/demo_drafters.py --dflash-variant: a candidate recipe trained and measured beside the shipped one
-    from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe
-    from orchestrator.drafters.train.run import TrainError
+def _generate_in_process(monkeypatch, tmp_path) -> list[str]:
+    """A private drafter cache, and the responses child's loop run in-process on FakeEngine with no deadline: the
+    list it returns collects the target of every generation."""
+    calls: list[str] = []
 
     def fake_generate(model_path, prompts, responses, max_tokens, env, progress, dtype, seconds=None):
+        calls.append(model_path)
         gen.generate_into(FakeEngine([0.0], 1.0), json.loads(prompts.read_text()), responses, None, None, 0.0,
                           emit=lambda line: None)
         return []
 
     monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(run_mod, "_generate", fake_generate)
+    return calls
+
+
+def test_a_dflash_recipe_given_in_the_settings_is_trained_apart_from_the_shipped_drafter(tmp_path, monkeypatch,
+                                                                                        tiny_target):
+    # benchmarks/demo_drafters.py --dflash-variant: a candidate recipe trained and measured beside the shipped one
+    from orchestrator.drafters.train.dflash_train import RECIPE, DFlashRecipe
+    from orchestrator.drafters.train.run import TrainError
+
+    _generate_in_process(monkeypatch, tmp_path)
     common = dict(method="dflash", target=str(tiny_target), num_prompts=16, max_tokens=12, steps=2, batch_size=2,
                   block_size=4, budget_minutes=None)
     two_layers = DFlashRecipe(layers=2, anchors_per_seq=2, block_lens=(4,), intermediate_size=48)
@@ -217,16 +227,7 @@ def test_cache_and_force_rules_of_the_three_trainers(tmp_path, monkeypatch, tiny
     """One dataset serves EAGLE-3, DFlash and xPress; a trained drafter is found, not trained twice; --force
     trains again from step 0 on the cached data; xPress finds its DFlash backbone cached (the real engine's
     responses are tests/integration/test_drafters_train.py's; here generation is in-process)."""
-    calls = []
-
-    def fake_generate(model_path, prompts, responses, max_tokens, env, progress, dtype, seconds=None):
-        calls.append(model_path)
-        gen.generate_into(FakeEngine([0.0], 1.0), json.loads(prompts.read_text()), responses, None, None, 0.0,
-                          emit=lambda line: None)
-        return []
-
-    monkeypatch.setenv("SPECSWEEP_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(run_mod, "_generate", fake_generate)
+    calls = _generate_in_process(monkeypatch, tmp_path)
     trained, real_train = [], run_mod._train
 
     def counting_train(s, *args, **kwargs):
